@@ -1,0 +1,1 @@
+"""MLPerf Inference harness (NVIDIA closed-division shape, open implementation)."""

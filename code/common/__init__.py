@@ -1,0 +1,1 @@
+"""Framework shared by every benchmark: schema, systems, configs, LoadGen runner, backends, results."""

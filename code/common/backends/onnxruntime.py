@@ -1,0 +1,87 @@
+"""ONNX Runtime backend: the CPU default. The "engine" is the ORT-optimised ONNX model file."""
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+import numpy as np
+
+from code.common.backends.base import Backend, Engine, EngineSpec
+
+
+def _threads(spec: EngineSpec) -> int:
+    if spec.intra_op_threads > 0:
+        return spec.intra_op_threads
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def session_options(spec: EngineSpec, optimized_model_path: str | None = None):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = _threads(spec)
+    so.inter_op_num_threads = max(1, spec.inter_op_threads)
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Worker threads spin while idle by default, which steals the cores the SUT and LoadGen need
+    # between batches. Spinning is off so the measured throughput is the engine's, not a race.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if optimized_model_path:
+        so.optimized_model_filepath = optimized_model_path
+    so.log_severity_level = 3
+    return so
+
+
+class OrtEngine(Engine):
+    def __init__(self, path: str, spec: EngineSpec):
+        import onnxruntime as ort
+
+        so = session_options(spec)
+        # The file is already optimised; skip re-optimisation at load time.
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        providers = ["CPUExecutionProvider"]
+        want = spec.extra.get("ort_providers") if spec.extra else None
+        if want:
+            providers = [p for p in want if p in ort.get_available_providers()] or providers
+        self.session = ort.InferenceSession(path, so, providers=providers)
+        self.input_names = tuple(i.name for i in self.session.get_inputs())
+        self.output_names = tuple(o.name for o in self.session.get_outputs())
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outs = self.session.run(None, dict(feeds))
+        return dict(zip(self.output_names, outs))
+
+
+class OnnxRuntimeBackend(Backend):
+    name = "onnxruntime"
+    short = "ORT"
+    engine_suffix = ".onnx"
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError as e:
+            return False, f"onnxruntime does not import ({e})"
+        return True, ""
+
+    def build(self, onnx_path: str, engine_path: str, spec: EngineSpec) -> None:
+        """Run ORT's full graph optimisation once and save the result as the engine."""
+        import onnxruntime as ort
+
+        so = session_options(spec, optimized_model_path=engine_path)
+        ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
+        if not os.path.exists(engine_path):
+            raise RuntimeError(f"onnxruntime did not write {engine_path}")
+
+    def load(self, engine_path: str, spec: EngineSpec) -> Engine:
+        return OrtEngine(engine_path, spec)
+
+    @staticmethod
+    def versions() -> dict[str, str | None]:
+        try:
+            import onnxruntime
+
+            return {"onnxruntime": onnxruntime.__version__}
+        except ImportError:
+            return {"onnxruntime": None}

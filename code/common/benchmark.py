@@ -1,0 +1,102 @@
+"""The contract every ``code/<benchmark>/`` package fulfils.
+
+A benchmark package is discovered, not registered by hand: its ``__init__.py`` defines
+``SPEC = BenchmarkSpec(...)`` and imports nothing heavy. ``SPEC.impl`` names the class that does
+the work as ``"module:attr"``; it is imported only when an action needs it.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from code.common.fields import Field
+    from code.common.settings import RunSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkSpec:
+    name: str                      # importable package name: "resnet50", "sdxl"
+    mlperf_name: str               # MLPerf name used in submissions: "resnet50", "stable-diffusion-xl"
+    loadgen_model: str             # model name in LoadGen's compiled-in mlperf.conf
+    aliases: tuple[str, ...]       # other spellings accepted by --benchmarks
+    scenarios: tuple[str, ...]     # scenarios this harness supports
+    impl: str                      # "code.<pkg>.harness:Class", imported lazily
+    fields: tuple["Field", ...] = ()   # benchmark-specific schema fields (flags and config keys)
+    precisions: tuple[str, ...] = ("fp32",)
+    # Accuracy target (used by pre-flight checks): {"metric": ..., "min": ..., "max": ...}
+    accuracy_targets: tuple[dict, ...] = ()
+
+
+class QSL(abc.ABC):
+    """Query sample library. ``load``/``unload`` are called by LoadGen on its own thread."""
+
+    total_count: int
+    performance_count: int
+
+    @abc.abstractmethod
+    def load(self, indices: Sequence[int]) -> None: ...
+
+    @abc.abstractmethod
+    def unload(self, indices: Sequence[int]) -> None: ...
+
+
+class Processor(abc.ABC):
+    """Runs batches of samples on one device worker.
+
+    ``process(indices)`` receives QSL indices (len <= batch size) and returns one C-contiguous numpy
+    array per index; the SUT hands their memory to LoadGen and keeps the arrays alive until
+    ``QuerySamplesComplete`` returns. One Processor instance is used by one worker thread only.
+    """
+
+    batch_size: int = 1
+
+    @abc.abstractmethod
+    def process(self, indices: Sequence[int]) -> list["np.ndarray"]: ...
+
+    def warmup(self) -> None:  # optional
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class Benchmark(abc.ABC):
+    """One benchmark's actions. Constructed with the resolved, frozen RunSettings."""
+
+    spec: BenchmarkSpec
+
+    def __init__(self, settings: "RunSettings"):
+        self.settings = settings
+
+    # --- data and model -----------------------------------------------------------------
+    @abc.abstractmethod
+    def download_model(self) -> None: ...
+
+    @abc.abstractmethod
+    def download_data(self) -> None: ...
+
+    @abc.abstractmethod
+    def preprocess_data(self) -> None: ...
+
+    @abc.abstractmethod
+    def generate_engines(self) -> list[str]:
+        """Build (or reuse) engines for settings; return their paths."""
+
+    # --- run ----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def make_qsl(self) -> QSL: ...
+
+    @abc.abstractmethod
+    def make_processors(self, qsl: QSL) -> list[Processor]:
+        """One Processor per worker (device)."""
+
+    @abc.abstractmethod
+    def accuracy(self, accuracy_log: str, out_dir: str) -> dict[str, Any]:
+        """Score mlperf_log_accuracy.json; write accuracy.txt into out_dir.
+
+        Returns {"metrics": {...}, "passed": bool|None, "text": "..."}.
+        """

@@ -1,0 +1,255 @@
+"""The one typed schema for every RUN_ARGS flag and every config.json key.
+
+The argument parser (code.common.args), config validation (code.common.configs) and the
+generated docs (``python -m code.main --action=docs``) all read ``FIELDS``. Benchmarks add their
+own fields through ``BenchmarkSpec.fields``; nothing else declares a setting.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Any, Callable, Iterable
+
+SCENARIOS = ("Offline", "Server", "SingleStream", "MultiStream")
+ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "generate_engines",
+           "run_harness", "run_audit_harness", "docs")
+TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun")
+CONFIG_VERS = ("default", "high_accuracy", "maxq", "triton")
+BACKENDS = ("tensorrt", "onnxruntime", "pytorch")
+VARIANTS = ("reference", "tiny")
+AUDIT_TESTS = ("TEST01", "TEST04", "TEST06")
+
+
+def nearest(name: str, options: Iterable[str]) -> str | None:
+    options = list(options)
+    lower = {o.lower(): o for o in options}
+    if name.lower() in lower:
+        return lower[name.lower()]
+    m = difflib.get_close_matches(name.lower(), list(lower), n=1, cutoff=0.5)
+    return lower[m[0]] if m else None
+
+
+def did_you_mean(name: str, options: Iterable[str]) -> str:
+    n = nearest(name, options)
+    return f" (did you mean '{n}'?)" if n else ""
+
+
+# --- value parsers: str -> typed value; raise ValueError with a short reason ---------------------
+
+def parse_bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("1", "true", "yes", "on", ""):
+        return True
+    if s in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true/false, got {v!r}")
+
+
+def parse_int(v: Any) -> int:
+    if isinstance(v, bool):
+        raise ValueError(f"expected an integer, got {v!r}")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    try:
+        return int(str(v).replace("_", ""))
+    except ValueError:
+        raise ValueError(f"expected an integer, got {v!r}") from None
+
+
+def parse_float(v: Any) -> float:
+    if isinstance(v, bool):
+        raise ValueError(f"expected a number, got {v!r}")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number, got {v!r}") from None
+
+
+def parse_str(v: Any) -> str:
+    if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+        raise ValueError(f"expected a string, got {v!r}")
+    return str(v)
+
+
+def parse_list(v: Any) -> tuple[str, ...]:
+    if isinstance(v, (list, tuple)):
+        return tuple(str(x).strip() for x in v if str(x).strip())
+    return tuple(x.strip() for x in str(v).split(",") if x.strip())
+
+
+def parse_batch_size(v: Any) -> int | dict[str, int]:
+    """An int, or a per-component mapping ``clip1:8,unet:8`` (JSON: {"clip1": 8, ...})."""
+    if isinstance(v, dict):
+        out = {str(k): parse_int(x) for k, x in v.items()}
+    elif isinstance(v, (int, float)) or (isinstance(v, str) and ":" not in v):
+        n = parse_int(v)
+        if n < 1:
+            raise ValueError(f"batch size must be >= 1, got {n}")
+        return n
+    else:
+        out = {}
+        for part in str(v).split(","):
+            if not part.strip():
+                continue
+            if ":" not in part:
+                raise ValueError(f"expected component:size, got {part!r}")
+            k, x = part.split(":", 1)
+            out[k.strip()] = parse_int(x)
+    for k, n in out.items():
+        if n < 1:
+            raise ValueError(f"batch size for {k} must be >= 1, got {n}")
+    return out
+
+
+TYPE_NAMES = {parse_bool: "bool", parse_int: "int", parse_float: "float", parse_str: "str",
+              parse_list: "list", parse_batch_size: "int|component:int,..."}
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    unit: str = ""
+    cli: bool = True                 # accepted as --flag in RUN_ARGS
+    config: bool = True              # accepted as a key in config.json
+    actions: tuple[str, ...] | None = None     # None: every action
+    scenarios: tuple[str, ...] | None = None   # None: every scenario
+    benchmarks: tuple[str, ...] | None = None  # None: every benchmark (package names)
+    aliases: tuple[str, ...] = ()
+    engine: bool = False             # changes the built engine (part of the engine config hash)
+    flag_value: Any = None           # value of a bare ``--flag`` (bools: True)
+    minimum: float | None = None
+
+    @property
+    def type_name(self) -> str:
+        return TYPE_NAMES.get(self.parse, getattr(self.parse, "__name__", "value"))
+
+    def coerce(self, raw: Any) -> Any:
+        """Parse and check a raw value; raises ValueError with a user-readable reason."""
+        v = self.parse(raw)
+        if self.choices is not None:
+            if isinstance(v, tuple):
+                for x in v:
+                    if x not in self.choices:
+                        raise ValueError(f"{x!r} is not one of {', '.join(self.choices)}"
+                                         + did_you_mean(x, self.choices))
+            else:
+                canon = {c.lower(): c for c in self.choices}
+                if str(v).lower() not in canon:
+                    raise ValueError(f"{v!r} is not one of {', '.join(self.choices)}" + did_you_mean(str(v), self.choices))
+                v = canon[str(v).lower()]
+        if self.minimum is not None and isinstance(v, (int, float)) and v < self.minimum:
+            raise ValueError(f"must be >= {self.minimum}, got {v}")
+        return v
+
+
+RUN = ("run_harness", "run_audit_harness")
+ENGINE_AND_RUN = ("generate_engines",) + RUN
+DATA = ("download_model", "download_data", "preprocess_data")
+
+CORE_FIELDS: tuple[Field, ...] = (
+    # --- what to run ---
+    Field("action", parse_str, "run_harness", "What to do.", choices=ACTIONS, config=False),
+    Field("benchmarks", parse_list, (), "Comma list of benchmarks (aliases accepted: sdxl, resnet, ...).",
+          config=False),
+    Field("scenarios", parse_list, (), "Comma list of scenarios (case-insensitive). Default: all the benchmark supports.",
+          config=False, actions=ENGINE_AND_RUN + ("info",)),
+    Field("config_ver", parse_str, "default", "Config variant inside each system block.", choices=CONFIG_VERS,
+          config=False),
+    Field("test_mode", parse_str, "PerformanceOnly", "LoadGen mode.", choices=TEST_MODES, config=False,
+          actions=RUN),
+    Field("audit_test", parse_str, None, "Compliance test to run (with --action=run_audit_harness).",
+          choices=AUDIT_TESTS, config=False, actions=("run_audit_harness",)),
+    Field("fast", parse_bool, False, "Trial run: min_duration 60000 ms and min_query_count 1. Never valid for submission.",
+          aliases=("test_run",), flag_value=True, config=False, actions=RUN + ("info",)),
+    Field("system_name", parse_str, None, "Use this KnownSystems id instead of the detected one.", config=False),
+    Field("model_variant", parse_str, "reference", "reference: the real MLPerf model; tiny: seeded small model + synthetic data.",
+          choices=VARIANTS, config=False),
+    Field("backend", parse_str, None, "Inference backend. Default: tensorrt on NVIDIA GPUs, else onnxruntime.",
+          choices=BACKENDS, engine=True),
+    Field("verbose", parse_bool, False, "More logging.", flag_value=True, config=False),
+    Field("log_dir", parse_str, None, "Directory for this invocation's logs (default build/logs/<timestamp>).",
+          config=False, actions=RUN),
+    Field("data_dir", parse_str, None, "Folder holding the dataset files to use instead of downloading them "
+          "(e.g. a local copy of the official files).", config=False, actions=DATA + RUN),
+    # --- engine and batching ---
+    Field("gpu_batch_size", parse_batch_size, 1, "Batch size (or per-component mapping, e.g. clip1:8,unet:8,vae:2).",
+          engine=True),
+    Field("precision", parse_str, "fp32", "Engine precision.", choices=("fp32", "fp16", "int8", "fp8"), engine=True),
+    Field("gpu_copy_streams", parse_int, 1, "Copy streams per GPU (TensorRT).", minimum=1),
+    Field("gpu_inference_streams", parse_int, 1, "Inference workers per device.", minimum=1),
+    Field("workspace_size", parse_int, 4 << 30, "TensorRT builder workspace.", unit="bytes", engine=True, minimum=0),
+    Field("cpu_threads", parse_int, 0, "ORT intra-op threads per worker (0: all cores / workers).", engine=False, minimum=0),
+    Field("server_batch_timeout_ms", parse_float, 2.0, "Server: max wait to fill a batch.", unit="ms",
+          scenarios=("Server",), minimum=0),
+    Field("use_cached_responses", parse_bool, False, "TEST ONLY: cache responses per sample (makes TEST04 fail).",
+          flag_value=True, config=False, actions=RUN),
+    # --- LoadGen settings ---
+    Field("offline_expected_qps", parse_float, 0.0, "Offline target QPS (sizes the query).", unit="samples/s",
+          scenarios=("Offline",), minimum=0),
+    Field("server_target_qps", parse_float, 0.0, "Server target QPS.", unit="queries/s", scenarios=("Server",), minimum=0),
+    Field("server_target_latency_ns", parse_int, 0, "Server latency bound override (0: mlperf.conf).", unit="ns",
+          scenarios=("Server",), minimum=0),
+    Field("single_stream_expected_latency_ns", parse_int, 0, "SingleStream expected latency.", unit="ns",
+          scenarios=("SingleStream",), minimum=0),
+    Field("multi_stream_expected_latency_ns", parse_int, 0, "MultiStream expected latency per query.", unit="ns",
+          scenarios=("MultiStream",), minimum=0),
+    Field("multi_stream_samples_per_query", parse_int, 8, "MultiStream samples per query.", scenarios=("MultiStream",),
+          minimum=1),
+    Field("min_duration", parse_int, 0, "Override min_duration (0: mlperf.conf).", unit="ms", minimum=0),
+    Field("min_query_count", parse_int, 0, "Override min_query_count (0: mlperf.conf).", minimum=0),
+    Field("max_query_count", parse_int, 0, "Cap the query count (0: no cap). Makes a run invalid for submission.", minimum=0),
+    Field("performance_sample_count", parse_int, 0, "Override performance_sample_count (0: mlperf.conf).", minimum=0),
+    Field("audit_server_qps_factor", parse_float, 0.92, "Server target QPS multiplier for audit runs.",
+          actions=("run_audit_harness",), minimum=0),
+)
+
+
+class Registry:
+    """All fields: the core ones plus those the benchmarks declare."""
+
+    def __init__(self, fields: Iterable[Field]):
+        self.by_name: dict[str, Field] = {}
+        self.by_alias: dict[str, Field] = {}
+        for f in fields:
+            self.add(f)
+
+    def add(self, f: Field) -> None:
+        for n in (f.name, *f.aliases):
+            if n in self.by_alias:
+                raise RuntimeError(f"schema: field name {n!r} declared twice")
+            self.by_alias[n] = f
+        self.by_name[f.name] = f
+
+    def get(self, name: str) -> Field | None:
+        return self.by_alias.get(name)
+
+    def __iter__(self):
+        return iter(self.by_name.values())
+
+    def names(self, *, cli: bool | None = None, config: bool | None = None) -> list[str]:
+        out = []
+        for f in self.by_name.values():
+            if cli is not None and f.cli != cli:
+                continue
+            if config is not None and f.config != config:
+                continue
+            out.append(f.name)
+        return out
+
+
+def registry() -> Registry:
+    """Core fields + every discovered benchmark's fields."""
+    from code.common.benchmarks import all_specs
+
+    fields = list(CORE_FIELDS)
+    for spec in all_specs():
+        fields.extend(spec.fields)
+    return Registry(fields)
