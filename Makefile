@@ -1,0 +1,94 @@
+# MLPerf Inference harness. Every target creates or reuses .venv and installs requirements.txt
+# (idempotent: a stamp file records the hash of the pins).
+SHELL := /bin/bash
+PYTHON_SYS ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.requirements.sha256
+REQ_SHA := $(shell sha256sum requirements.txt | cut -c1-64)
+BENCHMARKS ?= resnet50
+MODEL_VARIANT ?= reference
+RUN_ARGS ?=
+SUBMITTER ?= OpenHarness
+DIVISION ?= closed
+export MLPERF_SCRATCH_PATH ?= $(CURDIR)/build/scratch
+export PYTHONUNBUFFERED := 1
+MAIN := $(PY) -m code.main
+DATA_ARGS := --benchmarks=$(BENCHMARKS) --model_variant=$(MODEL_VARIANT)
+
+.PHONY: prebuild venv build info download_model download_data preprocess_data generate_engines run_harness run \
+        run_audit_harness run_audit_test01 run_audit_test04 update_results truncate_results export_submission \
+        check_submission demo test docs clean bench
+
+venv: $(STAMP)
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
+	@if [ "$$(cat $(STAMP) 2>/dev/null)" != "$(REQ_SHA)" ]; then \
+	  echo "[venv] installing requirements.txt into $(VENV)"; \
+	  $(PY) -m pip install -q --disable-pip-version-check -r requirements.txt && echo "$(REQ_SHA)" > $(STAMP); \
+	fi
+
+prebuild: venv
+	@if [ -n "$(GPU_EXTRAS)" ]; then $(PY) -m pip install -q -r requirements-gpu.txt; fi
+
+build: prebuild
+	$(MAIN) --action=build
+
+info: venv
+	$(MAIN) --action=info --benchmarks=$(BENCHMARKS) $(RUN_ARGS)
+
+download_model: venv
+	$(MAIN) --action=download_model $(DATA_ARGS) $(RUN_ARGS)
+
+download_data: venv
+	$(MAIN) --action=download_data $(DATA_ARGS) $(RUN_ARGS)
+
+preprocess_data: venv
+	$(MAIN) --action=preprocess_data $(DATA_ARGS) $(RUN_ARGS)
+
+generate_engines: venv
+	$(MAIN) --action=generate_engines $(RUN_ARGS)
+
+run_harness: venv
+	@$(MAIN) --action=run_harness $(RUN_ARGS); rc=$$?; if [ $$rc -ne 2 ]; then $(PY) scripts/print_harness_result.py || true; fi; exit $$rc
+
+run: generate_engines run_harness
+
+run_audit_harness: venv
+	$(MAIN) --action=run_audit_harness $(RUN_ARGS)
+
+run_audit_test01: venv
+	$(MAIN) --action=run_audit_harness --audit_test=TEST01 $(RUN_ARGS)
+
+run_audit_test04: venv
+	$(MAIN) --action=run_audit_harness --audit_test=TEST04 $(RUN_ARGS)
+
+update_results: venv
+	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.stage $(ARGS)
+
+truncate_results: venv
+	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.truncate $(ARGS)
+
+export_submission: venv
+	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.export $(ARGS)
+
+check_submission: venv
+	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.check $(ARGS)
+
+docs: venv
+	$(MAIN) --action=docs
+
+# The tiny variant end to end on this machine (CPU fallback), all with --fast.
+DEMO_BENCHMARKS ?= resnet50
+demo: venv
+	$(PY) scripts/demo.py --benchmarks=$(DEMO_BENCHMARKS)
+
+bench: venv
+	$(PY) scripts/bench_harness.py
+
+test: venv
+	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+
+clean:
+	rm -rf build .pytest_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

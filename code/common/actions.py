@@ -1,0 +1,134 @@
+"""What each --action does, given the resolved RunSettings."""
+from __future__ import annotations
+
+import importlib
+import shutil
+from typing import Any
+
+from code.common.errors import HarnessError
+
+
+def dispatch(action: str, cli: dict[str, Any], settings: list) -> int:
+    fn = globals().get(f"action_{action}")
+    if fn is None:  # the schema's choices and this module disagree: a bug, not user error
+        raise HarnessError(f"action {action} has no implementation", "report this")
+    return fn(cli, settings) or 0
+
+
+def _bench(s):
+    from code.common.benchmarks import implementation
+
+    return implementation(s.spec)(s)
+
+
+def action_docs(cli, settings) -> int:
+    from code.common import paths
+    from code.common.args import render_markdown
+    from code.common.fields import registry
+    from code.common.fileio import write_text
+
+    out = paths.REPO_ROOT / "docs" / "flags.md"
+    write_text(out, render_markdown(registry()))
+    print(f"wrote {out}")
+    return 0
+
+
+def action_build(cli, settings) -> int:
+    """Check that LoadGen imports and say which optional GPU pieces are missing."""
+    from importlib import metadata as im
+
+    from code.common.backends import backend_class, names
+
+    try:
+        import mlperf_loadgen  # noqa: F401
+    except ImportError as e:
+        raise HarnessError(f"LoadGen does not import: {e}", "make prebuild (reinstalls requirements.txt into .venv)")
+    print(f"LoadGen {im.version('mlcommons-loadgen')} OK")
+    for b in names():
+        ok, why = backend_class(b).available()
+        print(f"backend {b:12s} {'OK' if ok else 'missing: ' + why}")
+    for tool in ("nvidia-smi", "trtexec"):
+        print(f"tool {tool:15s} {'found' if shutil.which(tool) else 'not found'}")
+    return 0
+
+
+def action_info(cli, settings) -> int:
+    if not settings:
+        return 0
+    sysm = settings[0].system
+    print(f"detected: {sysm.info.describe()} [{sysm.info.source}]")
+    print(f"system id: {sysm.system_id} (class {sysm.class_id}, {sysm.accelerator}, {sysm.arch})")
+    for s in settings:
+        print(f"\n== {s.benchmark} {s.scenario}  ({s.config_file}; submission name {s.system_name})")
+        for k in sorted(s.values):
+            src = s.sources[k]
+            if src == "schema default" and not cli.get("verbose"):
+                continue
+            print(f"  {k:36s} = {s.values[k]!r:28s} <- {src}")
+    if not cli.get("verbose"):
+        print("\n(schema defaults hidden; add --verbose to list every setting)")
+    return 0
+
+
+def _once_per_benchmark(settings):
+    seen = set()
+    for s in settings:
+        if s.benchmark not in seen:
+            seen.add(s.benchmark)
+            yield s
+
+
+def action_download_model(cli, settings) -> int:
+    for s in _once_per_benchmark(settings):
+        _bench(s).download_model()
+    return 0
+
+
+def action_download_data(cli, settings) -> int:
+    for s in _once_per_benchmark(settings):
+        _bench(s).download_data()
+    return 0
+
+
+def action_preprocess_data(cli, settings) -> int:
+    for s in _once_per_benchmark(settings):
+        _bench(s).preprocess_data()
+    return 0
+
+
+def action_generate_engines(cli, settings) -> int:
+    for s in settings:
+        for p in _bench(s).generate_engines():
+            print(f"[generate_engines] {s.benchmark} {s.scenario}: {p}")
+    return 0
+
+
+def action_run_harness(cli, settings) -> int:
+    from code.common import results, runner
+
+    stamp = runner.timestamp()
+    modes = ["PerformanceOnly", "AccuracyOnly"] if cli.get("test_mode") == "SubmissionRun" else \
+        [cli.get("test_mode", "PerformanceOnly")]
+    metas = []
+    root = None
+    for s in settings:
+        _bench(s).generate_engines()   # build or reuse before the timed child starts
+        for mode in modes:
+            log_dir = runner.default_log_dir(s, mode, stamp)
+            root = log_dir.parents[3]
+            metas.append(runner.run_one(s, mode, log_dir))
+    if root is not None:
+        results.set_latest(root)
+        print(f"[run_harness] logs in {root}; table: python scripts/print_harness_result.py {root}")
+    failed = [m for m in metas if m["status"] != "ok"]
+    for m in failed:
+        print(f"error: {m['benchmark']} {m['scenario']} {m['test_mode']}: {m['error']}\n  fix: see {m['log_dir']}")
+    return 4 if failed else 0
+
+
+def action_run_audit_harness(cli, settings) -> int:
+    try:
+        compliance = importlib.import_module("code.common.compliance")
+    except ImportError:
+        raise HarnessError("compliance audits are not available in this build", "update the harness") from None
+    return compliance.run_audits(cli, settings)

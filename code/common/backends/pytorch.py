@@ -1,0 +1,267 @@
+"""PyTorch backend: the reference path, for fidelity checks and for GPUs without TensorRT.
+
+The "engine" (.pt2) is a saved torch program, one of three archive formats, tried in this order
+(``extra["torch_format"]`` = "export" | "jit" | "pickle" forces one):
+  export  torch.export ExportedProgram (torch.export.save), batch dim dynamic;
+  jit     torch.jit.trace + torch.jit.save;
+  pickle  torch.save of the whole module (its class must stay importable).
+Each archive carries harness.json: input names (call order), output names, format.
+
+Where the module comes from:
+  * ``extra["torch_factory"] = "pkg.module:function"``: called as function(onnx_path, spec) and
+    returns (torch.nn.Module, example_inputs: dict name -> tensor). The module is called with the
+    inputs as positional arguments in the dict's order. Examples should have batch >= 2 so the
+    batch dim can be exported as dynamic (batch 1 examples are repeated to 2).
+  * otherwise the ONNX is converted with onnx2torch (optional package, pin onnx2torch==1.5.15).
+
+Precision: fp32, or fp16 = torch.autocast(float16) on CUDA (fp32 on CPU; float outputs are cast
+back to float32, so callers always see the fp32 contract). int8/fp8 are TensorRT's business.
+Device: cuda:<spec.device_id> when torch sees a GPU, else CPU (``extra["torch_device"]="cpu"``
+forces CPU). On CPU the intra-op thread count is spec.intra_op_threads or all cores in affinity,
+applied on every thread that calls ``infer`` (OpenMP's thread count is per calling thread).
+
+Thread safety: a TorchEngine is used by one thread at a time (the Engine contract).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import threading
+import warnings
+import zipfile
+from typing import Mapping
+
+import numpy as np
+
+from code.common.backends.base import Backend, Engine, EngineSpec
+from code.common.errors import HarnessError
+
+META = "harness.json"
+FORMATS = ("export", "jit", "pickle")
+
+
+def _threads(spec: EngineSpec) -> int:
+    return spec.intra_op_threads if spec.intra_op_threads > 0 else max(1, len(os.sched_getaffinity(0)))
+
+
+def _load_factory(ref: str):
+    mod, _, attr = str(ref).partition(":")
+    if not attr:
+        raise HarnessError(f"torch_factory '{ref}' is not 'module:function'", "write it as pkg.module:function")
+    try:
+        return getattr(importlib.import_module(mod), attr)
+    except (ImportError, AttributeError) as e:
+        raise HarnessError(f"cannot import torch_factory '{ref}': {e}", "check the module path in the engine spec") from None
+
+
+def _onnx_names(onnx_path: str) -> tuple[list[str], list[str], dict]:
+    import onnx
+
+    m = onnx.load(onnx_path, load_external_data=False)
+    init = {i.name for i in m.graph.initializer}
+    ins = [i for i in m.graph.input if i.name not in init]
+    return [i.name for i in ins], [o.name for o in m.graph.output], {i.name: i for i in ins}
+
+
+def _from_onnx(onnx_path: str, spec: EngineSpec):
+    """(module, example_inputs) by converting the ONNX with onnx2torch."""
+    try:
+        from onnx2torch import convert
+    except ImportError:
+        raise HarnessError("the pytorch backend needs a torch model: no torch_factory in the engine spec and "
+                           "onnx2torch is not installed", "pip install onnx2torch==1.5.15, or give "
+                           "extra['torch_factory']='module:function'") from None
+    import onnx
+    import torch
+
+    names, _, infos = _onnx_names(onnx_path)
+    module = convert(onnx_path)
+    examples = {}
+    for n in names:
+        t = infos[n].type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim]
+        want = list(spec.input_shapes.get(n, dims))
+        shape = [2 if w < 0 else w for w in want]
+        dtype = torch.from_numpy(np.zeros(0, onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))).dtype
+        examples[n] = torch.zeros(shape, dtype=dtype) if not dtype.is_floating_point else torch.randn(shape).to(dtype)
+    return module, examples
+
+
+def _archive_format(path: str) -> str:
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+    if any(n.endswith("/archive_format") or n == "archive_format" for n in names):
+        return "export"
+    if any("/code/" in n or n.endswith("constants.pkl") for n in names):
+        return "jit"
+    return "pickle"
+
+
+def _dynamic_batch(spec: EngineSpec, examples: dict) -> tuple[dict, tuple | None]:
+    """Examples with batch >= 2 and torch.export dynamic_shapes marking dim 0 of batched inputs."""
+    import torch
+
+    if spec.batch_size <= 1:
+        return examples, None
+    out, dyn = {}, []
+    for n, x in examples.items():
+        batched = x.dim() > 0 and tuple(spec.input_shapes.get(n, (-1,)))[:1] == (-1,)
+        if batched and x.shape[0] == 1:
+            x = x.repeat(2, *([1] * (x.dim() - 1)))
+        out[n] = x
+        dyn.append({0: torch.export.Dim.AUTO} if batched else None)
+    return out, tuple(dyn)
+
+
+def _save(module, examples: dict, spec: EngineSpec, meta: dict, path: str) -> str:
+    """Write the first format that works; returns its name. Raises HarnessError listing failures."""
+    import torch
+
+    forced = spec.extra.get("torch_format")
+    order = (forced,) if forced else FORMATS
+    if forced and forced not in FORMATS:
+        raise HarnessError(f"unknown torch_format '{forced}'", f"use one of {', '.join(FORMATS)}")
+    errors = []
+    for fmt in order:
+        m = dict(meta, format=fmt)
+        try:
+            if fmt == "export":
+                ex, dyn = _dynamic_batch(spec, examples)
+                ep = torch.export.export(module, tuple(ex.values()), dynamic_shapes=dyn)
+                with open(path, "wb") as f:  # a file object: the staged name need not end in .pt2
+                    torch.export.save(ep, f, extra_files={META: json.dumps(m)})
+            elif fmt == "jit":
+                with torch.no_grad(), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", FutureWarning)  # jit is deprecated; it is our fallback
+                    tr = torch.jit.trace(module, tuple(examples.values()), strict=False, check_trace=False)
+                    torch.jit.save(tr, path, _extra_files={META: json.dumps(m)})
+            else:
+                torch.save({"meta": m, "module": module}, path)
+            return fmt
+        except Exception as e:  # each format has its own failure modes; try the next
+            errors.append(f"{fmt}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    raise HarnessError(f"could not save a torch program for {spec.name}: " + " | ".join(errors),
+                       "make the torch_factory module exportable, or force extra['torch_format']", 4)
+
+
+class PyTorchBackend(Backend):
+    name = "pytorch"
+    short = "PyT"
+    engine_suffix = ".pt2"
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        try:
+            import torch  # noqa: F401
+        except Exception as e:
+            return False, f"torch does not import ({type(e).__name__}: {e})"
+        return True, ""
+
+    def build(self, onnx_path: str, engine_path: str, spec: EngineSpec) -> None:
+        import torch
+
+        if spec.precision not in ("fp32", "fp16"):
+            raise HarnessError(f"the pytorch backend runs fp32 or fp16, not {spec.precision}",
+                               "use --backend=tensorrt for int8/fp8, or set precision fp16")
+        factory = spec.extra.get("torch_factory")
+        module, examples = _load_factory(factory)(onnx_path, spec) if factory else _from_onnx(onnx_path, spec)
+        module = module.eval()
+        out_names = list(spec.extra.get("output_names") or [])
+        if not out_names and onnx_path and os.path.exists(onnx_path):
+            out_names = _onnx_names(onnx_path)[1]
+        meta = {"input_names": list(examples), "output_names": out_names, "torch": torch.__version__}
+        _save(module, examples, spec, meta, engine_path)
+
+    def load(self, engine_path: str, spec: EngineSpec) -> Engine:
+        return TorchEngine(engine_path, spec)
+
+    @staticmethod
+    def versions() -> dict[str, str | None]:
+        try:
+            import torch
+
+            return {"torch": torch.__version__}
+        except ImportError:
+            return {"torch": None}
+
+
+class TorchEngine(Engine):
+    """A loaded torch program on one device. ``format`` says which archive it came from."""
+
+    def __init__(self, path: str, spec: EngineSpec):
+        import torch
+
+        want_cpu = spec.extra.get("torch_device") == "cpu"
+        self.device = torch.device("cpu" if want_cpu or not torch.cuda.is_available() else f"cuda:{spec.device_id}")
+        self.threads = _threads(spec) if self.device.type == "cpu" else 0
+        self._tls = threading.local()
+        self._apply_threads()
+        self.format = _archive_format(path)
+        extra = {META: ""}
+        if self.format == "export":
+            with open(path, "rb") as f:
+                ep = torch.export.load(f, extra_files=extra)
+            if self.device.type != "cpu":
+                from torch.export.passes import move_to_device_pass
+
+                ep = move_to_device_pass(ep, self.device)
+            self.module = ep.module()
+            meta = json.loads(extra[META])
+        elif self.format == "jit":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                self.module = torch.jit.load(path, map_location=self.device, _extra_files=extra)
+            meta = json.loads(extra[META])
+        else:
+            blob = torch.load(path, map_location=self.device, weights_only=False)
+            self.module, meta = blob["module"].to(self.device), blob["meta"]
+        if self.format != "export":
+            self.module.eval()
+        self.input_names = tuple(meta["input_names"])
+        self.output_names = tuple(meta["output_names"])
+        self.autocast = spec.precision == "fp16" and self.device.type == "cuda"
+
+    def _apply_threads(self) -> None:
+        if self.threads and getattr(self._tls, "threads", None) != self.threads:
+            import torch
+
+            torch.set_num_threads(self.threads)
+            self._tls.threads = self.threads
+
+    def _name_outputs(self, out) -> dict:
+        import torch
+
+        if isinstance(out, Mapping):
+            items = list(out.items())
+        else:
+            leaves = torch.utils._pytree.tree_leaves(out)
+            names = list(self.output_names)
+            if len(names) != len(leaves):
+                names = [f"output_{i}" for i in range(len(leaves))]
+            items = list(zip(names, leaves))
+        res = {}
+        for k, v in items:
+            if self.autocast and v.is_floating_point() and v.dtype != torch.float32:
+                v = v.float()
+            res[k] = v.detach().cpu().numpy()
+        return res
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import torch
+
+        self._apply_threads()
+        args = []
+        for n in self.input_names:
+            a = np.asarray(feeds[n])
+            if not a.flags.writeable or not a.flags.c_contiguous:
+                a = np.array(a)  # torch.from_numpy wants a writable, contiguous array
+            args.append(torch.from_numpy(a).to(self.device))
+        amp = torch.autocast("cuda", dtype=torch.float16) if self.autocast else contextlib.nullcontext()
+        with torch.inference_mode(), amp:
+            out = self.module(*args)
+        return self._name_outputs(out)
+
+    def close(self) -> None:
+        self.module = None

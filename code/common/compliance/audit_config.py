@@ -1,0 +1,64 @@
+"""audit.config text for each compliance test, built from the round's facts.
+
+LoadGen reads ``audit.config`` from the working directory at StartTest, but applies only the
+``*.``-prefixed keys there (it looks them up for model "*"). Keys that name a model
+(``stable-diffusion-xl.Offline.min_query_count``) take effect only because the runner also calls
+``TestSettings.FromConfig(path, <loadgen_model>, <scenario>, 2)``. We therefore write the official
+wildcard lines plus explicit ``<loadgen_model>.<scenario>.key`` lines for model-specific values.
+"""
+from __future__ import annotations
+
+from code.common.errors import HarnessError
+from code.common.submission.rounds import Round, RoundBenchmark
+
+TESTS = ("TEST01", "TEST04", "TEST06")
+
+_HEADER = """\
+# The format of this config file is 'key = value'.
+# The key has the format 'model.scenario.key'. Value is mostly int64_t.
+# Model maybe '*' as wildcard. In that case the value applies to all models.
+# All times are in milli seconds
+"""
+
+
+def not_applicable_test06(bench: RoundBenchmark) -> HarnessError:
+    return HarnessError(f"TEST06 is not applicable to {bench.name}: it checks LLM token outputs "
+                        "(first token, EOS, output length) and this harness has no LLM benchmark yet",
+                        "run TEST01 and TEST04: make run_audit_test01 / make run_audit_test04")
+
+
+def required_tests(bench: RoundBenchmark) -> tuple[str, ...]:
+    return bench.compliance_tests
+
+
+def audit_config(test: str, rnd: Round, bench: RoundBenchmark, scenario: str,
+                 extra: dict[str, int | float] | None = None) -> str:
+    """The audit.config text for ``test`` on ``bench``/``scenario``.
+
+    ``extra``: additional ``<model>.<scenario>.key = value`` lines, appended last (so they win);
+    meant for shortened test runs only — an audit with extra keys is not the official test.
+    """
+    if test not in TESTS:
+        raise HarnessError(f"unknown compliance test '{test}'", f"use one of: {', '.join(TESTS)}")
+    if test == "TEST06":
+        raise not_applicable_test06(bench)
+    if test not in bench.compliance_tests:
+        raise HarnessError(f"{test} is not required for {bench.name} in {rnd.version}",
+                           f"run the required tests: {', '.join(bench.compliance_tests) or 'none'}")
+    model = bench.loadgen_model
+    lines = [_HEADER]
+    if test == "TEST01":
+        lines += ["# mode dictionary (0 = submission, 1 = accuracy, 2 = performance, 3 = find peak perf)",
+                  "*.*.mode = 2",
+                  f"*.*.accuracy_log_rng_seed = {rnd.audit_accuracy_log_rng_seed}",
+                  f"*.*.accuracy_log_sampling_target = {bench.test01_sampling_target}",
+                  f"{model}.{scenario}.accuracy_log_sampling_target = {bench.test01_sampling_target}"]
+    elif test == "TEST04":
+        for scen in ("MultiStream", "Offline", "SingleStream", "Server"):
+            lines += [f"*.{scen}.mode = 2", f"*.{scen}.performance_issue_unique = 0",
+                      f"*.{scen}.performance_issue_same = 1", f"*.{scen}.performance_issue_same_index = 3"]
+        for key, value in bench.test04_extra.get(scenario, {}).items():
+            lines.append(f"{model}.{scenario}.{key} = {value}")
+    for key, value in (extra or {}).items():
+        lines.append(f"{model}.{scenario}.{key} = {value}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,160 @@
+"""configs/<benchmark>/<Scenario>/config.json: validation and precedence.
+
+File shape::
+
+    {"default": {"gpu_batch_size": 8, "config_ver": {"high_accuracy": {"precision": "fp16"}}},
+     "H200-SXM-141GBx1": {"extends": "default", "offline_expected_qps": 2.1}}
+
+A block is found by exact system id ("H200-SXM-141GBx1", "AMD-EPYC-2c") or class id ("AMD-EPYC").
+A block may hold "config_ver": {"high_accuracy": {...}} and "model_variant": {"tiny": {...}}
+sub-blocks that override it for that --config_ver / --model_variant.
+Precedence: CLI > model_variant sub-blocks > config_ver sub-blocks > system block > blocks it
+extends > "default" > schema default (sub-blocks of a more specific block win among themselves). GPU systems need a block; CPU systems fall back to "default".
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from code.common import paths
+from code.common.benchmark import BenchmarkSpec
+from code.common.errors import HarnessError
+from code.common.fields import Registry, did_you_mean
+
+META_KEYS = ("extends", "config_ver", "model_variant", "description")
+# sub-blocks that override a block for one --config_ver or one --model_variant
+VARIANT_KEYS = ("config_ver", "model_variant")
+
+
+def config_path(bench: str, scenario: str) -> Path:
+    return paths.configs_dir() / bench / scenario / "config.json"
+
+
+def _line_of(text: str, key: str, after: int = 0) -> int | None:
+    m = re.compile(r'"' + re.escape(key) + r'"\s*:').search(text, after)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def load_file(path: Path) -> tuple[dict, str]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise HarnessError(f"{path}: config file missing",
+                           f"create it with at least {{\"default\": {{}}}} (see configs/resnet50/Offline/config.json)") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise HarnessError(f"{path}:{e.lineno}: bad JSON: {e.msg} (column {e.colno})", f"fix the JSON syntax in {path}") from None
+    if not isinstance(data, dict) or "default" not in data or not all(isinstance(v, dict) for v in data.values()):
+        raise HarnessError(f"{path}: expected an object of blocks with a \"default\" block",
+                           "see configs/resnet50/Offline/config.json for the shape")
+    return data, text
+
+
+def validate_file(path: Path, reg: Registry, scenario: str, bench: str) -> dict:
+    """Check every key of every block; returns the parsed (typed) blocks."""
+    data, text = load_file(path)
+    typed: dict[str, dict] = {}
+    for block, body in data.items():
+        pos = text.find(f'"{block}"')
+        typed[block] = {}
+        for vk in VARIANT_KEYS:
+            if not isinstance(body.get(vk, {}), dict):
+                raise HarnessError(f"{path}:{_line_of(text, vk, pos)}: [{block}] {vk} must be an object "
+                                   "of variant -> overrides", f"fix {path}")
+        for k, v in body.items():
+            if k in ("extends", "description"):
+                if not isinstance(v, str):
+                    raise HarnessError(f"{path}:{_line_of(text, k, pos)}: [{block}] {k} must be a string", f"fix {path}")
+                typed[block][k] = v
+                continue
+            if k in VARIANT_KEYS:
+                continue
+            typed[block][k] = _typed(path, text, pos, block, k, v, reg, scenario, bench)
+        from code.common.fields import CONFIG_VERS, VARIANTS
+
+        for vk, allowed in (("config_ver", CONFIG_VERS), ("model_variant", VARIANTS)):
+            typed[block][vk] = {}
+            for ver, over in body.get(vk, {}).items():
+                if ver not in allowed:
+                    raise HarnessError(f"{path}:{_line_of(text, ver, pos)}: [{block}] unknown {vk} '{ver}'"
+                                       f"{did_you_mean(ver, allowed)}", f"use one of {', '.join(allowed)}")
+                if not isinstance(over, dict):
+                    raise HarnessError(f"{path}: [{block}] {vk}.{ver} must be an object", f"fix {path}")
+                typed[block][vk][ver] = {k: _typed(path, text, pos, f"{block}.{vk}.{ver}", k, v, reg, scenario, bench)
+                                         for k, v in over.items()}
+    return typed
+
+
+def _typed(path, text, pos, block, k, v, reg: Registry, scenario, bench):
+    line = _line_of(text, k, pos)
+    where = f"{path}:{line}" if line else str(path)
+    f = reg.get(k)
+    if f is None or not f.config:
+        raise HarnessError(f"{where}: [{block}] unknown key '{k}'{did_you_mean(k, reg.names(config=True))}",
+                           f"fix the key in {path}; `python -m code.main --action=docs` lists valid keys")
+    if f.scenarios is not None and scenario not in f.scenarios:
+        raise HarnessError(f"{where}: [{block}] key '{k}' applies only to {', '.join(f.scenarios)}, not {scenario}",
+                           f"remove '{k}' from {path}")
+    if f.benchmarks is not None and bench not in f.benchmarks:
+        raise HarnessError(f"{where}: [{block}] key '{k}' applies only to {', '.join(f.benchmarks)}", f"remove '{k}' from {path}")
+    try:
+        return f.coerce(v)
+    except ValueError as e:
+        raise HarnessError(f"{where}: [{block}] bad value for '{k}': {e}", f"fix '{k}' in {path}") from None
+
+
+def _chain(blocks: dict, start: str, path: Path) -> list[str]:
+    """[start, parent, ..., "default"] following "extends"."""
+    out, cur = [], start
+    while True:
+        if cur in out:
+            raise HarnessError(f"{path}: 'extends' cycle: {' -> '.join(out + [cur])}", f"fix 'extends' in {path}")
+        if cur not in blocks:
+            raise HarnessError(f"{path}: block '{out[-1] if out else start}' extends unknown block '{cur}'"
+                               f"{did_you_mean(cur, blocks)}", f"fix 'extends' in {path}")
+        out.append(cur)
+        if cur == "default":
+            return out
+        cur = blocks[cur].get("extends", "default")
+
+
+def resolve(spec: BenchmarkSpec, scenario: str, system, reg: Registry, cli: dict[str, Any],
+            config_ver: str, derived: dict[str, tuple[Any, str]] | None = None) -> tuple[dict, dict, str]:
+    """Return (values, sources, config path) for one benchmark × scenario on ``system`` (a SystemMatch)."""
+    path = config_path(spec.name, scenario)
+    blocks = validate_file(path, reg, scenario, spec.name)
+    values: dict[str, Any] = {f.name: f.default for f in reg}
+    sources: dict[str, str] = {f.name: "schema default" for f in reg}
+    for k, (v, src) in (derived or {}).items():
+        values[k], sources[k] = v, src
+    block = system.system_id if system.system_id in blocks else system.class_id if system.class_id in blocks else None
+    if block is None:
+        if system.accelerator == "gpu":
+            raise HarnessError(f"{path}: no block for system '{system.system_id}' (or '{system.class_id}')",
+                               f"add a \"{system.system_id}\": {{\"extends\": \"default\", ...}} block to {path}")
+        block = "default"
+    chain = _chain(blocks, block, path)
+    found_ver = config_ver == "default"
+    variant = cli.get("model_variant", "reference")
+    rel = path.relative_to(paths.REPO_ROOT) if path.is_relative_to(paths.REPO_ROOT) else path
+    for name in reversed(chain):              # plain values: default first, most specific last
+        for k, v in blocks[name].items():
+            if k not in META_KEYS:
+                values[k], sources[k] = v, f"{rel}#{name}"
+    for vk, want in (("config_ver", config_ver), ("model_variant", variant)):   # then the sub-blocks
+        for name in reversed(chain):
+            over = blocks[name][vk].get(want)
+            if over is None:
+                continue
+            found_ver = found_ver or vk == "config_ver"
+            for k, v in over.items():
+                values[k], sources[k] = v, f"{rel}#{name}.{vk}.{want}"
+    if not found_ver:
+        raise HarnessError(f"{path}: config_ver '{config_ver}' is not defined for {block} (blocks: {' -> '.join(chain)})",
+                           f"add \"config_ver\": {{\"{config_ver}\": {{...}}}} to the {block} block, or drop --config_ver")
+    for k, v in cli.items():
+        values[k], sources[k] = v, "cli"
+    return values, sources, str(path)

@@ -1,0 +1,110 @@
+"""Child process: exactly one LoadGen test (FromConfig is called once per process).
+
+Run by code.common.runner with cwd = the run's staging folder holding request.json and user.conf
+(and audit.config for compliance runs). Writes LoadGen's logs, accuracy.txt (accuracy mode) and
+child_result.json there. Exit code 0 even when the benchmark fails: the error is data.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from importlib import metadata as im
+from pathlib import Path
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for key, dist in (("loadgen", "mlcommons-loadgen"), ("onnxruntime", "onnxruntime"), ("tensorrt", "tensorrt"),
+                      ("torch", "torch"), ("numpy", "numpy")):
+        try:
+            out[key] = im.version(dist)
+        except im.PackageNotFoundError:
+            out[key] = None
+    return out
+
+
+def main(request_path: str) -> int:
+    stage = Path(request_path).parent
+    req = json.loads(Path(request_path).read_text())
+    result: dict = {"versions": versions()}
+    try:
+        run(req, stage, result)
+    except BaseException as e:  # reported as data; the parent turns it into a one-line error
+        result["error"] = f"{type(e).__name__}: {e}"
+        (stage / "child_traceback.txt").write_text(traceback.format_exc())
+    (stage / "child_result.json").write_text(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+def run(req: dict, stage: Path, result: dict) -> None:
+    import mlperf_loadgen as lg
+
+    from code.common.benchmarks import implementation, resolve
+    from code.common.runner import system_from_json
+    from code.common.settings import RunSettings
+    from code.common.sut import BatchingSUT, CachingProcessor, NullProcessor
+
+    sj = req["settings"]
+    spec = resolve(sj["benchmark"])
+    values = dict(sj["values"])
+    for k, v in values.items():
+        if isinstance(v, list):
+            values[k] = tuple(v)
+    settings = RunSettings(spec, sj["scenario"], system_from_json(req["system"]), values, sj["sources"], sj["config_file"])
+    bench = implementation(spec)(settings)
+    mode = req["test_mode"]
+    verbose = settings.verbose
+
+    ts = lg.TestSettings()
+    ts.scenario = getattr(lg.TestScenario, settings.scenario)
+    ts.mode = {"PerformanceOnly": lg.TestMode.PerformanceOnly, "AccuracyOnly": lg.TestMode.AccuracyOnly,
+               "SubmissionRun": lg.TestMode.SubmissionRun}[mode]
+    if ts.FromConfig("user.conf", spec.loadgen_model, settings.scenario) != 0:
+        raise RuntimeError("LoadGen rejected user.conf")
+    if req.get("audit"):
+        if not Path("audit.config").exists():
+            raise RuntimeError("audit run without audit.config in the working directory")
+        ts.FromConfig("audit.config", spec.loadgen_model, settings.scenario, 2)
+
+    t0 = time.time()
+    qsl_impl = bench.make_qsl()
+    if req.get("null_processor"):
+        procs = [NullProcessor(settings.batch_size() if not isinstance(settings.gpu_batch_size, dict) else 1)]
+    else:
+        procs = bench.make_processors(qsl_impl)
+        if settings.use_cached_responses:
+            procs = [CachingProcessor(p) for p in procs]
+    timeout = bench.batch_timeout_s() if hasattr(bench, "batch_timeout_s") else settings.server_batch_timeout_ms / 1000
+    sut_impl = BatchingSUT(lg, settings.scenario, procs, timeout)
+    sut_impl.start()
+    if verbose:
+        print(f"[child] set-up {time.time() - t0:.1f}s; {len(procs)} worker(s), batch {sut_impl.batch_size}", flush=True)
+
+    sut = lg.ConstructSUT(sut_impl.issue_queries, sut_impl.flush_queries)
+    qsl = lg.ConstructQSL(qsl_impl.total_count, qsl_impl.performance_count, qsl_impl.load, qsl_impl.unload)
+    out = lg.LogOutputSettings()
+    out.outdir = str(stage)
+    out.copy_summary_to_stdout = bool(verbose)
+    log = lg.LogSettings()
+    log.log_output = out
+    log.enable_trace = False
+    print(f"[run] {settings.benchmark} {settings.scenario} {mode} on {settings.system_name} ...", flush=True)
+    lg.StartTestWithLogSettings(sut, qsl, ts, log)
+    sut_impl.stop()
+    lg.DestroyQSL(qsl)
+    lg.DestroySUT(sut)
+    result["completed_samples"] = sut_impl.completed
+    if sut_impl.errors:
+        e = sut_impl.errors[0]
+        raise RuntimeError(f"{len(sut_impl.errors)} batch(es) failed; first: {type(e).__name__}: {e}")
+    if mode == "AccuracyOnly":
+        result["accuracy"] = bench.accuracy(str(stage / "mlperf_log_accuracy.json"), str(stage))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main(sys.argv[1]))

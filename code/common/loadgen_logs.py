@@ -1,0 +1,59 @@
+"""Read LoadGen's own logs (mlperf_log_detail.txt) into data. Nothing here parses our stdout."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+# metric key in the detail log per scenario, and its human name
+METRIC_KEYS = {
+    "Offline": ("result_samples_per_second", "samples_per_second"),
+    "Server": ("result_completed_samples_per_sec", "completed_samples_per_second"),
+    "SingleStream": ("result_90.00_percentile_latency_ns", "90th_percentile_latency_ns"),
+    "MultiStream": ("result_99.00_percentile_latency_ns", "99th_percentile_latency_ns"),
+}
+
+
+def read_detail(path: str | Path) -> list[dict[str, Any]]:
+    out = []
+    p = Path(path)
+    if not p.exists():
+        return out
+    for line in p.read_text(errors="replace").splitlines():
+        if line.startswith(":::MLLOG"):
+            try:
+                out.append(json.loads(line[len(":::MLLOG"):].strip()))
+            except ValueError:
+                continue
+    return out
+
+
+def summarize(log_dir: str | Path, scenario: str) -> dict[str, Any]:
+    """Validity, metric, early stopping, effective settings and error lines of one LoadGen run."""
+    entries = read_detail(Path(log_dir) / "mlperf_log_detail.txt")
+    kv: dict[str, Any] = {}
+    errors, warnings = [], []
+    for e in entries:
+        key, val, meta = e.get("key"), e.get("value"), e.get("metadata", {}) or {}
+        kv[key] = val
+        if meta.get("is_error"):
+            errors.append(f"{key}: {val}")
+        elif meta.get("is_warning"):
+            warnings.append(f"{key}: {val}")
+    metric_key, metric_name = METRIC_KEYS[scenario]
+    if scenario == "Server" and "result_scheduled_samples_per_sec" in kv:
+        metric_key, metric_name = "result_scheduled_samples_per_sec", "scheduled_samples_per_second"
+    early = {k: v for k, v in kv.items() if k.startswith("early_stopping")}
+    return {
+        "result_validity": kv.get("result_validity"),
+        "valid": kv.get("result_validity") == "VALID",
+        "metric": metric_name,
+        "metric_value": kv.get(metric_key),
+        "early_stopping": {"met": kv.get("early_stopping_met"), "lines": [f"{k}: {v}" for k, v in early.items()]},
+        "effective": {k: v for k, v in kv.items() if k.startswith("effective_")},
+        "requested": {k: v for k, v in kv.items() if k.startswith("requested_")},
+        "results": {k: v for k, v in kv.items() if k.startswith("result_")},
+        "loadgen_errors": errors,
+        "loadgen_warnings": warnings,
+        "loadgen_version": kv.get("loadgen_version"),
+    }

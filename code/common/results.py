@@ -1,0 +1,69 @@
+"""Run records (metadata.json) as data: finding them and printing the summary table."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+from code.common import paths
+
+
+def find_metadata(root: str | Path) -> list[dict]:
+    out = []
+    for p in sorted(Path(root).rglob("metadata.json")):
+        if any(part.endswith(".partial") for part in p.parts):
+            continue
+        try:
+            out.append(json.loads(p.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def latest_logs() -> Path | None:
+    p = paths.logs_dir() / "LATEST"
+    if p.exists():
+        target = Path(p.read_text().strip())
+        if target.exists():
+            return target
+    return None
+
+
+def set_latest(path: Path) -> None:
+    from code.common.fileio import write_text
+
+    write_text(paths.logs_dir() / "LATEST", str(path.resolve()) + "\n")
+
+
+def _metric(m: dict) -> str:
+    v = m.get("metric_value")
+    if v is None:
+        return "-"
+    if m.get("metric", "").endswith("latency_ns"):
+        return f"{v / 1e6:.2f} ms (p{'90' if '90th' in m['metric'] else '99'})"
+    return f"{v:.2f} {'samples/s' if 'second' in m.get('metric', '') else ''}".strip()
+
+
+def table(records: Iterable[dict]) -> str:
+    rows = [("system", "benchmark", "scenario", "mode", "result", "metric", "accuracy", "note")]
+    for m in records:
+        acc = m.get("accuracy") or {}
+        metrics = acc.get("metrics") or {}
+        acc_s = ", ".join(f"{k}={v}" for k, v in metrics.items() if k not in ("good", "total")) or "-"
+        if acc.get("passed") is not None:
+            acc_s += " PASS" if acc["passed"] else " FAIL"
+        note = []
+        if m.get("fast"):
+            note.append("--fast (not submittable)")
+        if m.get("audit_test"):
+            note.append(m["audit_test"])
+        if m.get("error"):
+            note.append(m["error"][:80])
+        result = m.get("result_validity") or "-" if m.get("status") == "ok" else "ERROR"
+        rows.append((m.get("system_name", "?"), m.get("benchmark", "?"), m.get("scenario", "?"),
+                     m.get("test_mode", "?").replace("Only", ""), result,
+                     _metric(m) if m.get("test_mode") != "AccuracyOnly" else "-", acc_s, "; ".join(note)))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,176 @@
+"""Pick, per system x benchmark x scenario, the runs a submission is built from.
+
+Reads only each run's ``metadata.json`` (written by the runner next to LoadGen's logs), never
+stdout. Rules:
+
+- performance: status "ok", LoadGen VALID, no LoadGen error lines, the log files present. Among
+  those, full-length runs (not --fast, min_duration >= the round's) beat short ones, then the best
+  headline metric wins (highest samples/s for Offline/Server, lowest latency otherwise).
+- accuracy: status "ok", no LoadGen error lines; the latest run whose accuracy passed. If none
+  passed, the latest completed one is chosen and flagged (the pre-flight check will fail it).
+- reference-model runs beat tiny-variant runs for the same key.
+
+Everything not chosen is reported with the reason, so ``make update_results`` can say why.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Iterable
+
+LOWER_IS_BETTER = ("SingleStream", "MultiStream")
+PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
+ACC_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json")
+
+
+@dataclasses.dataclass
+class Run:
+    dir: Path
+    meta: dict
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (str(self.meta.get("system_name")), str(self.meta.get("benchmark")), str(self.meta.get("scenario")))
+
+    @property
+    def mode(self) -> str:
+        return str(self.meta.get("test_mode"))
+
+    @property
+    def when(self) -> float:
+        v = self.meta.get("finished") or self.meta.get("started") or 0
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return 0.0   # ISO strings sort as 0; ties break by path below
+
+    @property
+    def min_duration_ms(self) -> int | None:
+        v = (self.meta.get("effective") or {}).get("effective_min_duration_ms")
+        return int(v) if v is not None else None
+
+    def short(self, round_min_ms: int) -> bool:
+        md = self.min_duration_ms
+        return bool(self.meta.get("fast")) or (md is not None and md < round_min_ms)
+
+    @property
+    def tiny(self) -> bool:
+        return self.meta.get("model_variant") == "tiny"
+
+    def __str__(self) -> str:
+        return str(self.dir)
+
+
+@dataclasses.dataclass
+class Selection:
+    performance: dict[tuple[str, str, str], Run] = dataclasses.field(default_factory=dict)
+    accuracy: dict[tuple[str, str, str], Run] = dataclasses.field(default_factory=dict)
+    skipped: list[tuple[Run, str]] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def keys(self) -> list[tuple[str, str, str]]:
+        return sorted(set(self.performance) | set(self.accuracy))
+
+
+def scan(roots: Iterable[str | Path]) -> tuple[list[Run], list[str]]:
+    """Every run under ``roots`` (any depth) with a readable metadata.json; unreadable ones reported."""
+    runs, problems = [], []
+    for root in roots:
+        root = Path(root)
+        if not root.exists():
+            continue
+        for md in sorted(root.rglob("metadata.json")):
+            try:
+                meta = json.loads(md.read_text())
+                if not isinstance(meta, dict) or "test_mode" not in meta:
+                    raise ValueError("not a run metadata file")
+            except (OSError, ValueError) as e:
+                problems.append(f"{md}: unreadable metadata ({e})")
+                continue
+            runs.append(Run(md.parent, meta))
+    return runs, problems
+
+
+def _why_not_performance(run: Run) -> str | None:
+    m = run.meta
+    if m.get("audit_test"):
+        return f"compliance audit run ({m['audit_test']}), not a submission run"
+    if m.get("status") != "ok":
+        return f"run failed: {m.get('error') or 'status ' + str(m.get('status'))}"
+    if m.get("result_validity") != "VALID" or not m.get("valid", False):
+        lines = (m.get("early_stopping") or {}).get("lines") or []
+        extra = f" ({'; '.join(str(x) for x in lines[:2])})" if lines else ""
+        return f"LoadGen result {m.get('result_validity') or 'unknown'}{extra}"
+    if m.get("loadgen_errors"):
+        return f"LoadGen logged errors: {m['loadgen_errors'][0]}"
+    missing = [f for f in PERF_FILES if not (run.dir / f).is_file()]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    if m.get("metric_value") is None:
+        return "no headline metric in metadata"
+    return None
+
+
+def _why_not_accuracy(run: Run) -> str | None:
+    m = run.meta
+    if m.get("audit_test"):
+        return f"compliance audit run ({m['audit_test']})"
+    if m.get("status") != "ok":
+        return f"run failed: {m.get('error') or 'status ' + str(m.get('status'))}"
+    if m.get("loadgen_errors"):
+        return f"LoadGen logged errors: {m['loadgen_errors'][0]}"
+    missing = [f for f in ACC_FILES if not (run.dir / f).is_file()]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    if not (run.dir / "accuracy.txt").is_file() and not (m.get("accuracy") or {}).get("text"):
+        return "no accuracy.txt (accuracy was not scored)"
+    return None
+
+
+def _acc_passed(run: Run) -> bool | None:
+    return (run.meta.get("accuracy") or {}).get("passed")
+
+
+def choose(runs: Iterable[Run], round_min_duration_ms: int = 600_000) -> Selection:
+    sel = Selection()
+    perf_cands: dict[tuple, list[Run]] = {}
+    acc_cands: dict[tuple, list[Run]] = {}
+    for run in runs:
+        if run.mode == "PerformanceOnly":
+            why = _why_not_performance(run)
+            (sel.skipped.append((run, why)) if why else perf_cands.setdefault(run.key, []).append(run))
+        elif run.mode == "AccuracyOnly":
+            why = _why_not_accuracy(run)
+            (sel.skipped.append((run, why)) if why else acc_cands.setdefault(run.key, []).append(run))
+        else:
+            sel.skipped.append((run, f"test_mode {run.mode} is not staged"))
+
+    for key, cands in perf_cands.items():
+        sign = 1.0 if key[2] in LOWER_IS_BETTER else -1.0
+        cands.sort(key=lambda r: (r.tiny, r.short(round_min_duration_ms),
+                                  sign * float(r.meta["metric_value"]), -r.when, str(r.dir)))
+        best = cands[0]
+        sel.performance[key] = best
+        for r in cands[1:]:
+            sel.skipped.append((r, f"not the best VALID run ({r.meta.get('metric')}={r.meta.get('metric_value')} "
+                                   f"vs chosen {best.meta.get('metric_value')} in {best.dir})"))
+        if best.short(round_min_duration_ms):
+            sel.notes.append(f"{'/'.join(key)}: only a short run is available ({best.dir}: min_duration "
+                             f"{best.min_duration_ms} ms{', --fast' if best.meta.get('fast') else ''}); "
+                             "it can never be a submission result")
+        if best.tiny:
+            sel.notes.append(f"{'/'.join(key)}: performance run uses the tiny model variant; "
+                             "it can never be a submission result")
+
+    for key, cands in acc_cands.items():
+        cands.sort(key=lambda r: (r.tiny, _acc_passed(r) is not True, -r.when, str(r.dir)))
+        best = cands[0]
+        sel.accuracy[key] = best
+        for r in cands[1:]:
+            why = "accuracy below target" if _acc_passed(r) is False else "a newer or passing run was chosen"
+            sel.skipped.append((r, f"{why} (chosen: {best.dir})"))
+        if _acc_passed(best) is not True:
+            sel.notes.append(f"{'/'.join(key)}: no accuracy run passed its targets; staged the latest one "
+                             f"({best.dir}, passed={_acc_passed(best)}); check_submission will fail it")
+    return sel

@@ -1,0 +1,318 @@
+"""systems/<system_name>.json: the system description the submission checker requires.
+
+Filled from detection where possible: the harness's ``code.common.systems.detect()`` (GPUs, CPU,
+memory), ``lscpu -J``, /etc/os-release, /sys (DMI product name, disks, NICs), nvidia-ml-py (PCIe
+link, clocks, NVLink) and the software versions recorded in the staged runs' metadata. Values that
+cannot be detected are written as ``"TO FILL: <hint>"``; the staging command lists them and the
+pre-flight check fails until they are replaced. A value already in an existing file (one the
+submitter edited) is kept, so filling a field once is enough.
+
+``host_facts()`` and ``gpu_facts()`` are the only functions that touch the machine; tests pass
+their own dicts instead.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+TO_FILL = "TO FILL: "
+
+# Keys the official v6.1 checker requires, and those it requires to be non-empty.
+REQUIRED_FIELDS = (
+    "division", "submitter", "status", "system_name", "number_of_nodes", "host_processor_model_name",
+    "host_processors_per_node", "host_processor_core_count", "host_memory_capacity", "host_storage_capacity",
+    "host_storage_type", "accelerators_per_node", "accelerator_model_name", "accelerator_memory_capacity",
+    "framework", "operating_system", "system_type", "other_software_stack", "host_processor_frequency",
+    "host_processor_caches", "host_memory_configuration", "host_processor_interconnect", "host_networking",
+    "host_networking_topology", "accelerator_frequency", "accelerator_host_interconnect",
+    "accelerator_interconnect", "accelerator_interconnect_topology", "accelerator_memory_configuration",
+    "accelerator_on-chip_memories", "cooling", "hw_notes", "sw_notes", "host_network_card_count",
+    "system_type_detail")
+MEANINGFUL_FIELDS = (
+    "division", "submitter", "system_type", "status", "system_name", "number_of_nodes",
+    "host_processor_model_name", "host_processors_per_node", "host_processor_core_count", "host_memory_capacity",
+    "host_memory_configuration", "host_storage_capacity", "host_storage_type", "host_networking",
+    "host_network_card_count", "host_networking_topology", "accelerators_per_node", "accelerator_model_name",
+    "accelerator_memory_capacity", "accelerator_host_interconnect", "accelerator_memory_configuration",
+    "accelerator_interconnect", "cooling", "framework", "operating_system", "other_software_stack")
+VALID_STATUS = ("available", "preview", "rdi")
+VALID_SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge", "edge,datacenter")
+
+# GPU memory technology by marketing name (NVML does not report it).
+_GPU_MEMORY = (("H200", "HBM3e"), ("B200", "HBM3e"), ("GB200", "HBM3e"), ("GH200", "HBM3"),
+               ("H100 PCIe", "HBM2e"), ("H100", "HBM3"), ("A100", "HBM2e"), ("L40S", "GDDR6"),
+               ("L40", "GDDR6"), ("L4", "GDDR6"), ("A10", "GDDR6"), ("T4", "GDDR6"))
+
+_FRAMEWORK = {"onnxruntime": "ONNX Runtime", "tensorrt": "TensorRT", "pytorch": "PyTorch"}
+
+
+def is_placeholder(v: Any) -> bool:
+    return isinstance(v, str) and v.startswith(TO_FILL)
+
+
+def is_empty(v: Any) -> bool:
+    """What the checker calls empty (falsy), plus whitespace-only strings."""
+    return (not v) or (isinstance(v, str) and not v.strip())
+
+
+# --- probes (the only code that reads the machine) ------------------------------------------------
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def host_facts() -> dict[str, Any]:
+    facts: dict[str, Any] = {"kernel": platform.release()}
+    try:
+        r = subprocess.run(["lscpu", "-J"], capture_output=True, text=True, timeout=20)
+        if r.returncode == 0:
+            facts["lscpu"] = {e["field"].rstrip(":"): e["data"] for e in json.loads(r.stdout).get("lscpu", [])}
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        pass
+    for line in _read("/etc/os-release").splitlines():
+        if line.startswith("PRETTY_NAME="):
+            facts["os"] = line.split("=", 1)[1].strip().strip('"')
+    vendor, product = _read("/sys/class/dmi/id/sys_vendor"), _read("/sys/class/dmi/id/product_name")
+    facts["product"] = " ".join(x for x in (vendor, product) if x and x.lower() not in ("none", "to be filled by o.e.m."))
+    try:
+        facts["storage_bytes"] = shutil.disk_usage(Path(__file__).resolve().parents[3]).total
+    except OSError:
+        pass
+    disks = []
+    for dev in sorted(Path("/sys/block").glob("*")) if Path("/sys/block").exists() else []:
+        if dev.name.startswith(("loop", "ram", "zram", "dm-", "md", "sr")):
+            continue
+        disks.append({"name": dev.name, "rotational": _read(str(dev / "queue/rotational"))})
+    facts["disks"] = disks
+    nics = []
+    for nic in sorted(Path("/sys/class/net").glob("*")) if Path("/sys/class/net").exists() else []:
+        if nic.name == "lo" or not (nic / "device").exists():
+            continue
+        nics.append({"name": nic.name, "speed_mbit": _read(str(nic / "speed"))})
+    facts["nics"] = nics
+    facts["memory_config"] = _dmidecode_memory()
+    return facts
+
+
+def _dmidecode_memory() -> str:
+    exe = shutil.which("dmidecode")
+    if not exe:
+        return ""
+    try:
+        r = subprocess.run([exe, "-t", "memory"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    if r.returncode != 0:
+        return ""
+    sizes, kinds, speeds = [], set(), set()
+    for block in r.stdout.split("Memory Device")[1:]:
+        size = re.search(r"^\s*Size:\s*(\d+)\s*(GB|MB)", block, re.M)
+        if not size:
+            continue
+        sizes.append(f"{size.group(1)} {size.group(2)}")
+        if (m := re.search(r"^\s*Type:\s*(\S+)", block, re.M)):
+            kinds.add(m.group(1))
+        if (m := re.search(r"^\s*Speed:\s*(\d+ MT/s)", block, re.M)):
+            speeds.add(m.group(1))
+    if not sizes:
+        return ""
+    common = max(set(sizes), key=sizes.count)
+    return " ".join([f"{sizes.count(common)}x {common}", *sorted(kinds), *sorted(speeds)])
+
+
+def gpu_facts() -> list[dict[str, Any]]:
+    """Per visible GPU: PCIe link, max SM clock, NVLink use (empty list without NVML)."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML: nothing to add
+        return []
+    out = []
+    try:
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            f: dict[str, Any] = {}
+            for key, fn in (("pcie_gen", pynvml.nvmlDeviceGetMaxPcieLinkGeneration),
+                            ("pcie_width", pynvml.nvmlDeviceGetMaxPcieLinkWidth)):
+                try:
+                    f[key] = int(fn(h))
+                except Exception:  # noqa: BLE001
+                    pass
+            try:
+                f["max_sm_mhz"] = int(pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM))
+            except Exception:  # noqa: BLE001
+                pass
+            links = 0
+            for link in range(18):
+                try:
+                    links += int(pynvml.nvmlDeviceGetNvLinkState(h, link) == pynvml.NVML_FEATURE_ENABLED)
+                except Exception:  # noqa: BLE001
+                    break
+            f["nvlinks"] = links
+            out.append(f)
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+    return out
+
+
+# --- the description --------------------------------------------------------------------------------
+
+def describe(*, division: str, submitter: str, system_type: str, system_info: Any, host: dict[str, Any],
+             gpus_extra: list[dict[str, Any]], software: dict[str, str], backends: set[str],
+             harness_version: str = "") -> dict[str, Any]:
+    """A complete description from detected facts; undetectable values are ``TO FILL`` placeholders."""
+    lscpu = host.get("lscpu") or {}
+    cpu = system_info.cpu
+    gpus = list(system_info.gpus)
+    ngpu = len(gpus)
+    sockets = int(lscpu.get("Socket(s)") or cpu.sockets or 1)
+    cores = lscpu.get("Core(s) per socket") or (max(1, cpu.cores // max(1, sockets)))
+    caches = ", ".join(f"{k.replace(' cache', '')}: {lscpu[k]}" for k in ("L1d cache", "L1i cache", "L2 cache", "L3 cache")
+                       if lscpu.get(k))
+    mhz = lscpu.get("CPU max MHz")
+    d: dict[str, Any] = {
+        "division": division, "submitter": submitter, "status": "available",
+        "system_name": host.get("product") or (f"{ngpu}x {gpus[0].name}" if gpus else f"{cpu.model_name} server"),
+        "system_type": system_type, "system_type_detail": "N/A", "number_of_nodes": 1,
+        "host_processor_model_name": cpu.model_name,
+        "host_processors_per_node": sockets,
+        "host_processor_core_count": int(cores),
+        "host_processor_frequency": f"{float(mhz):.0f} MHz" if mhz else TO_FILL + "max CPU frequency, e.g. 3700 MHz",
+        "host_processor_caches": caches or TO_FILL + "CPU caches, e.g. L2: 1 MiB/core, L3: 256 MiB",
+        "host_processor_interconnect": "N/A (single socket)" if sockets == 1 else TO_FILL + "socket interconnect, e.g. 4x xGMI",
+        "host_memory_capacity": f"{round(system_info.memory_gb)} GB" if system_info.memory_gb else TO_FILL + "e.g. 512 GB",
+        "host_memory_configuration": host.get("memory_config") or TO_FILL + "DIMMs, e.g. 16x 32 GB DDR5 4800 MT/s",
+        "host_storage_capacity": f"{host['storage_bytes'] / 1e9:.0f} GB" if host.get("storage_bytes") else TO_FILL + "e.g. 2 TB",
+        "host_storage_type": _storage_type(host.get("disks") or []),
+        "host_networking": _networking(host.get("nics") or []),
+        "host_network_card_count": str(len(host.get("nics") or [])),
+        "host_networking_topology": "N/A (single node)",
+        "accelerators_per_node": ngpu if ngpu else "0",
+        "accelerator_model_name": gpus[0].name if gpus else "N/A (CPU only)",
+        "accelerator_memory_capacity": f"{round(gpus[0].memory_mb / 1024)} GB" if gpus and gpus[0].memory_mb else
+        ("N/A" if not gpus else TO_FILL + "per-accelerator memory, e.g. 141 GB"),
+        "accelerator_memory_configuration": _gpu_memory(gpus),
+        "accelerator_frequency": (f"{gpus_extra[0]['max_sm_mhz']} MHz" if gpus_extra and gpus_extra[0].get("max_sm_mhz")
+                                  else ("N/A" if not gpus else TO_FILL + "max SM clock, e.g. 1980 MHz")),
+        "accelerator_host_interconnect": _pcie(gpus, gpus_extra),
+        "accelerator_interconnect": _interconnect(gpus, gpus_extra),
+        "accelerator_interconnect_topology": "N/A" if ngpu <= 1 else TO_FILL + "e.g. NVSwitch all-to-all",
+        "accelerator_on-chip_memories": "N/A" if not gpus else TO_FILL + "e.g. 50 MB L2 per GPU",
+        "cooling": TO_FILL + "air or liquid",
+        "hw_notes": "N/A",
+        "sw_notes": f"Open MLPerf Inference harness {harness_version}".strip(),
+        "framework": ", ".join(sorted(_framework(b, software) for b in backends)) or TO_FILL + "e.g. TensorRT 10.x",
+        "operating_system": " ".join(x for x in (host.get("os"), f"(kernel {host['kernel']})" if host.get("kernel") else "")
+                                     if x) or TO_FILL + "e.g. Ubuntu 24.04",
+        "other_software_stack": _software(software, gpus) or TO_FILL + "e.g. CUDA 12.x, driver 5xx",
+    }
+    return d
+
+
+def _storage_type(disks: list[dict]) -> str:
+    kinds = []
+    for dsk in disks:
+        n = dsk.get("name", "")
+        if n.startswith("nvme"):
+            kinds.append("NVMe SSD")
+        elif n.startswith(("vd", "xvd")):
+            kinds.append("virtual disk")
+        elif str(dsk.get("rotational")) == "0":
+            kinds.append("SSD")
+        elif str(dsk.get("rotational")) == "1":
+            kinds.append("HDD")
+    return ", ".join(sorted(set(kinds))) or TO_FILL + "e.g. NVMe SSD"
+
+
+def _networking(nics: list[dict]) -> str:
+    parts = []
+    for nic in nics:
+        sp = str(nic.get("speed_mbit") or "")
+        parts.append(f"{nic['name']} {int(sp) // 1000} Gb/s" if sp.isdigit() and int(sp) >= 1000 else nic["name"])
+    return ", ".join(parts) or "N/A (no physical NIC)"
+
+
+def _gpu_memory(gpus) -> str:
+    if not gpus:
+        return "N/A"
+    name = gpus[0].name
+    for key, kind in _GPU_MEMORY:
+        if key in name:
+            return kind
+    return TO_FILL + "accelerator memory type, e.g. HBM3e"
+
+
+def _pcie(gpus, extra) -> str:
+    if not gpus:
+        return "N/A"
+    if extra and extra[0].get("pcie_gen") and extra[0].get("pcie_width"):
+        return f"PCIe Gen{extra[0]['pcie_gen']} x{extra[0]['pcie_width']}"
+    return TO_FILL + "e.g. PCIe Gen5 x16"
+
+
+def _interconnect(gpus, extra) -> str:
+    if len(gpus) <= 1:
+        return "N/A"
+    if extra and any(e.get("nvlinks") for e in extra):
+        return f"NVLink ({max(e.get('nvlinks', 0) for e in extra)} links per GPU)"
+    if extra:
+        return "PCIe"
+    return TO_FILL + "e.g. NVLink 4"
+
+
+def _framework(backend: str, software: dict[str, str]) -> str:
+    name = _FRAMEWORK.get(backend, backend)
+    v = software.get(backend) or software.get({"pytorch": "torch"}.get(backend, backend))
+    return f"{name} {v}" if v else name
+
+
+def _software(software: dict[str, str], gpus) -> str:
+    names = {"python": "Python", "loadgen": "MLPerf LoadGen", "torch": "PyTorch", "onnxruntime": "ONNX Runtime",
+             "tensorrt": "TensorRT", "cuda": "CUDA"}
+    parts = [f"{names.get(k, k)} {v}" for k, v in sorted(software.items()) if v]
+    drivers = sorted({g.driver for g in gpus if getattr(g, "driver", "")})
+    if drivers:
+        parts.append(f"NVIDIA driver {', '.join(drivers)}")
+    return ", ".join(parts)
+
+
+def merge(detected: dict[str, Any], existing: dict[str, Any] | None, *, division: str, submitter: str) -> dict[str, Any]:
+    """Existing non-empty, non-placeholder values win (the submitter's edits), except division/submitter."""
+    out = dict(detected)
+    for k, v in (existing or {}).items():
+        if not is_empty(v) and not is_placeholder(v):
+            out[k] = v
+    out["division"], out["submitter"] = division, submitter
+    return out
+
+
+def to_fill(desc: dict[str, Any]) -> list[str]:
+    """Required fields still empty or placeholders: what the submitter must edit."""
+    return [k for k in REQUIRED_FIELDS if k not in desc or is_placeholder(desc[k]) or
+            (k in MEANINGFUL_FIELDS and is_empty(desc[k]))]
+
+
+def system_type_for(round_benchmarks: list, staged_scenarios: dict[str, set[str]]) -> str:
+    """The system type whose required scenarios the staged benchmarks fit: "edge", "datacenter" or both."""
+    edge = all(b.edge_scenarios for b in round_benchmarks)
+    dc = all(b.datacenter_scenarios for b in round_benchmarks)
+    if edge and not dc:
+        return "edge"
+    if dc and not edge:
+        return "datacenter"
+    if edge and dc:
+        has_server = any("Server" in s for s in staged_scenarios.values())
+        return "datacenter,edge" if has_server else "edge"
+    return "datacenter,edge"

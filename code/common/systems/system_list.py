@@ -1,0 +1,156 @@
+"""KnownSystems: the machines configs can be written for, matched tolerantly against detection.
+
+A GPU system is matched by PCI device id first, then by a normalised nvidia-smi name; the GPU count
+must be one the class supports. CPU-only machines are matched by vendor/model and get an id that
+carries the core count. Users add machines as data: ``systems/known/<id>.json`` holding
+``{"system_id": ..., "gpu_names": [...], "pci_ids": [...], "arch": ..., "counts": [...]}``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+from code.common import paths
+from code.common.errors import HarnessError
+from code.common.systems.detect import SystemInfo
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower().replace("nvidia", ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemClass:
+    system_id: str                 # class id, e.g. "H200-SXM-141GB"; the match id appends "x<count>"
+    gpu_names: tuple[str, ...]     # names as nvidia-smi reports them
+    pci_ids: tuple[str, ...]       # 4-hex PCI device ids, e.g. "2335"
+    arch: str                      # "Ampere" | "Ada" | "Hopper" | "Blackwell"
+    counts: tuple[int, ...]        # supported GPU counts
+
+    def matches_gpu(self, gpu) -> bool:
+        if gpu.device_id and gpu.device_id.lower() in {p.lower() for p in self.pci_ids}:
+            return True
+        return _norm(gpu.name) in {_norm(n) for n in self.gpu_names}
+
+
+@dataclasses.dataclass(frozen=True)
+class CPUClass:
+    system_id: str                 # e.g. "AMD-EPYC"; the match id appends "-<cores>c"
+    vendor: str                    # regex on vendor_id
+    model: str                     # regex on model name
+    arch: str = "x86_64"
+
+    def matches(self, cpu) -> bool:
+        return (re.search(self.vendor, cpu.vendor, re.I) is not None
+                and re.search(self.model, cpu.model_name, re.I) is not None
+                and (self.arch == "*" or self.arch == cpu.arch))
+
+
+class KnownSystems:
+    A100_PCIe_40GB = SystemClass("A100-PCIe-40GB", ("NVIDIA A100-PCIE-40GB",), ("20f1",), "Ampere", (1, 2, 4, 8))
+    A100_PCIe_80GB = SystemClass("A100-PCIe-80GB", ("NVIDIA A100 80GB PCIe",), ("20b5",), "Ampere", (1, 2, 4, 8))
+    A100_SXM4_40GB = SystemClass("A100-SXM4-40GB", ("NVIDIA A100-SXM4-40GB",), ("20b0",), "Ampere", (1, 8))
+    A100_SXM_80GB = SystemClass("A100-SXM-80GB", ("NVIDIA A100-SXM4-80GB",), ("20b2",), "Ampere", (1, 4, 8))
+    L4 = SystemClass("L4", ("NVIDIA L4",), ("27b8",), "Ada", (1, 2, 4, 8))
+    L40S = SystemClass("L40S", ("NVIDIA L40S",), ("26b9",), "Ada", (1, 2, 4, 8))
+    H100_PCIe_80GB = SystemClass("H100-PCIe-80GB", ("NVIDIA H100 PCIe",), ("2331",), "Hopper", (1, 2, 4, 8))
+    H100_SXM_80GB = SystemClass("H100-SXM-80GB", ("NVIDIA H100 80GB HBM3",), ("2330",), "Hopper", (1, 2, 4, 8))
+    H100_NVL = SystemClass("H100-NVL-94GB", ("NVIDIA H100 NVL",), ("2321",), "Hopper", (1, 2, 4, 8))
+    H200_SXM_141GB = SystemClass("H200-SXM-141GB", ("NVIDIA H200",), ("2335",), "Hopper", (1, 2, 4, 8))
+    H200_NVL = SystemClass("H200-NVL-141GB", ("NVIDIA H200 NVL",), ("233b",), "Hopper", (1, 2, 4, 8))
+    GH200_96GB = SystemClass("GH200-96GB", ("NVIDIA GH200 480GB", "NVIDIA GH200 96GB HBM3"), ("2342",), "Hopper", (1,))
+    B200_SXM_180GB = SystemClass("B200-SXM-180GB", ("NVIDIA B200",), ("2901",), "Blackwell", (1, 2, 4, 8))
+
+    CPU_AMD_EPYC = CPUClass("AMD-EPYC", "AMD", r"EPYC")
+    CPU_INTEL_XEON = CPUClass("Intel-Xeon", "Intel", r"Xeon")
+    CPU_ARM_GRACE = CPUClass("NVIDIA-Grace", "ARM|NVIDIA", r"Grace|Neoverse-V2|.*", arch="aarch64")
+    CPU_GENERIC_X86 = CPUClass("CPU-x86_64", ".*", ".*", arch="x86_64")
+
+    @classmethod
+    def gpu_classes(cls) -> list[SystemClass]:
+        builtin = [v for v in vars(cls).values() if isinstance(v, SystemClass)]
+        return builtin + _user_classes()
+
+    @classmethod
+    def cpu_classes(cls) -> list[CPUClass]:
+        return [v for v in vars(cls).values() if isinstance(v, CPUClass)]  # generic last (declaration order)
+
+
+def _user_classes() -> list[SystemClass]:
+    out = []
+    d = paths.systems_dir() / "known"
+    for p in sorted(d.glob("*.json")) if d.is_dir() else []:
+        try:
+            j = json.loads(p.read_text())
+            out.append(SystemClass(j["system_id"], tuple(j.get("gpu_names", ())),
+                                   tuple(x.lower().replace("0x", "")[:4] for x in j.get("pci_ids", ())),
+                                   j.get("arch", "unknown"), tuple(int(c) for c in j["counts"])))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise HarnessError(f"{p}: not a valid system entry ({type(e).__name__}: {e})",
+                               f"fix {p}: it needs system_id, gpu_names, pci_ids, counts") from None
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemMatch:
+    system_id: str          # "H200-SXM-141GBx8", "AMD-EPYC-2c"
+    class_id: str           # "H200-SXM-141GB", "AMD-EPYC"
+    info: SystemInfo
+    accelerator: str        # "gpu" | "cpu"
+    arch: str
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.info.gpus)
+
+
+ADD_SYSTEM_HELP = ("add it: write systems/known/<id>.json ({\"system_id\", \"gpu_names\", \"pci_ids\", \"counts\"}) "
+                   "and a \"<id>x<count>\" block in configs/<benchmark>/<scenario>/config.json (see README 'Adding a system'); "
+                   "or run on the CPU with CUDA_VISIBLE_DEVICES=\"\"")
+
+
+def match_system(info: SystemInfo, system_name: str | None = None) -> SystemMatch:
+    """Match detected hardware to KnownSystems; ``system_name`` forces an id (checked for existence)."""
+    if system_name:
+        return _forced(info, system_name)
+    if info.gpus:
+        classes = KnownSystems.gpu_classes()
+        found = {next((c for c in classes if c.matches_gpu(g)), None) for g in info.gpus}
+        if None in found or len(found) != 1:
+            g = info.gpus[0] if None not in found else next(g for g in info.gpus
+                                                            if not any(c.matches_gpu(g) for c in classes))
+            raise HarnessError(f"system not found: {len(info.gpus)}x '{g.name}' (PCI {g.pci_id}) matches no "
+                               f"KnownSystems entry" + (" (mixed GPU types)" if len(found) > 1 and None not in found else ""),
+                               ADD_SYSTEM_HELP)
+        cls = found.pop()
+        n = len(info.gpus)
+        if n not in cls.counts:
+            raise HarnessError(f"system not found: {n}x {cls.system_id} (PCI {info.gpus[0].pci_id}) – KnownSystems "
+                               f"supports {cls.system_id} in counts {list(cls.counts)}", ADD_SYSTEM_HELP)
+        return SystemMatch(f"{cls.system_id}x{n}", cls.system_id, info, "gpu", cls.arch)
+    for c in KnownSystems.cpu_classes():
+        if c.matches(info.cpu):
+            return SystemMatch(f"{c.system_id}-{info.cpu.cores}c", c.system_id, info, "cpu", info.cpu.arch)
+    raise HarnessError(f"system not found: CPU '{info.cpu.model_name}' [{info.cpu.vendor}, {info.cpu.arch}] "
+                       f"matches no KnownSystems CPU class", ADD_SYSTEM_HELP)
+
+
+def known_ids() -> list[str]:
+    ids = [f"{c.system_id}x{n}" for c in KnownSystems.gpu_classes() for n in c.counts]
+    return ids + [c.system_id for c in KnownSystems.cpu_classes()]
+
+
+def _forced(info: SystemInfo, name: str) -> SystemMatch:
+    from code.common.fields import did_you_mean
+
+    for c in KnownSystems.gpu_classes():
+        for n in c.counts:
+            if name == f"{c.system_id}x{n}":
+                return SystemMatch(name, c.system_id, info, "gpu", c.arch)
+    for c in KnownSystems.cpu_classes():
+        if re.fullmatch(re.escape(c.system_id) + r"(-\d+c)?", name):
+            return SystemMatch(name, c.system_id, info, "cpu", info.cpu.arch)
+    raise HarnessError(f"unknown --system_name '{name}'{did_you_mean(name, known_ids())}",
+                       "run `make info` to list known systems, or drop --system_name to use detection")

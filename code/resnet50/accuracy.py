@@ -1,0 +1,37 @@
+"""Top-1 accuracy from mlperf_log_accuracy.json, in the MLPerf reference's accuracy.txt format."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from code.common.errors import RunError
+from code.common.fileio import write_text
+
+
+def read_predictions(accuracy_log: str | Path) -> dict[int, int]:
+    try:
+        entries = json.loads(Path(accuracy_log).read_text())
+    except (OSError, ValueError) as e:
+        raise RunError(f"cannot read {accuracy_log}: {e}", "rerun with --test_mode=AccuracyOnly") from None
+    preds = {}
+    for e in entries:
+        data = bytes.fromhex(e["data"])
+        preds[int(e["qsl_idx"])] = int(np.frombuffer(data, dtype=np.int32)[0])
+    return preds
+
+
+def score(accuracy_log: str | Path, labels: np.ndarray, out: Path, target: dict, tiny: bool = False) -> dict:
+    preds = read_predictions(accuracy_log)
+    good = sum(1 for i, p in preds.items() if p == labels[i])
+    total = len(preds)
+    acc = 100.0 * good / max(1, total)
+    passed = None if tiny else acc >= target["min"]
+    text = f"accuracy={acc:.3f}%, good={good}, total={total}\n"
+    if tiny:
+        text += "note: tiny variant; labels are the torch reference's predictions (100% = faithful pipeline)\n"
+    else:
+        text += f"{'PASS' if passed else 'FAIL'}: top1 {acc:.3f}% vs target >= {target['min']:.3f}%\n"
+    write_text(out, text)
+    return {"metrics": {"top1": round(acc, 4), "good": good, "total": total}, "passed": passed, "text": text}

@@ -1,0 +1,97 @@
+"""ImageNet validation data: val_map, MLPerf preprocessing, and the QSL.
+
+Preprocessing follows the MLPerf reference (vision/classification_and_detection, pre_process_vgg):
+RGB, resize the short side to crop/0.875 (256 for 224) with area interpolation, centre crop,
+subtract the channel means (123.68, 116.78, 103.94), NCHW float32. Preprocessed images are stored
+as one uint8 NCHW array (mean subtraction happens when the QSL loads samples), so the real set is
+7.5 GB instead of 30 GB.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from code.common.benchmark import QSL
+from code.common.errors import MissingDataError
+
+MEANS = np.array([123.68, 116.78, 103.94], dtype=np.float32).reshape(1, 3, 1, 1)
+
+
+def read_val_map(path: Path) -> tuple[list[str], np.ndarray]:
+    if not path.exists():
+        raise MissingDataError(f"val_map not found: {path}", "make download_data BENCHMARKS=resnet50")
+    names, labels = [], []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            n, lab = line.split()
+            names.append(n)
+            labels.append(int(lab))
+    return names, np.array(labels, dtype=np.int64)
+
+
+def preprocess_image(path: Path, crop: int) -> np.ndarray:
+    """One image -> uint8 CHW (crop x crop), before mean subtraction."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+        short = crop / 0.875
+        w, h = im.size
+        scale = short / min(w, h)
+        nw, nh = int(round(w * scale)), int(round(h * scale))
+        im = im.resize((nw, nh), Image.Resampling.BOX if scale < 1 else Image.Resampling.BILINEAR)
+        left, top = (nw - crop) // 2, (nh - crop) // 2
+        im = im.crop((left, top, left + crop, top + crop))
+        return np.asarray(im, dtype=np.uint8).transpose(2, 0, 1)
+
+
+def preprocess_all(image_dir: Path, names: Sequence[str], crop: int, out_file: Path, log=print) -> None:
+    from code.common.fileio import staged_path
+
+    missing = [n for n in names[:10] if not (image_dir / n).exists()]
+    if missing:
+        raise MissingDataError(f"ImageNet images missing in {image_dir} (e.g. {missing[0]})",
+                               f"put the ILSVRC2012 validation JPEGs in {image_dir}, then make preprocess_data BENCHMARKS=resnet50")
+    with staged_path(out_file, suffix=".npy") as tmp:
+        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(len(names), 3, crop, crop))
+        for i, n in enumerate(names):
+            arr[i] = preprocess_image(image_dir / n, crop)
+            if i and i % 5000 == 0:
+                log(f"[preprocess] {i}/{len(names)}")
+        arr.flush()
+        del arr
+
+
+class ImageNetQSL(QSL):
+    """Holds the loaded performance samples as float32 NCHW, mean-subtracted.
+
+    ``load``/``unload`` run on LoadGen's thread before/after a test; ``batch`` is called by workers
+    afterwards and only reads.
+    """
+
+    def __init__(self, images_file: Path, labels: np.ndarray, performance_count: int):
+        if not images_file.exists():
+            raise MissingDataError(f"preprocessed images not found: {images_file}",
+                                   "make preprocess_data BENCHMARKS=resnet50")
+        self.images = np.load(images_file, mmap_mode="r")
+        self.labels = labels
+        self.total_count = len(self.images)
+        self.performance_count = min(performance_count, self.total_count)
+        self.loaded: np.ndarray | None = None
+        self.slot: dict[int, int] = {}
+
+    def load(self, indices: Sequence[int]) -> None:
+        idx = np.asarray(sorted(set(indices)), dtype=np.int64)
+        self.loaded = np.ascontiguousarray(self.images[idx].astype(np.float32) - MEANS)
+        self.slot = {int(i): n for n, i in enumerate(idx)}
+
+    def unload(self, indices: Sequence[int]) -> None:
+        self.loaded, self.slot = None, {}
+
+    def batch(self, indices: Sequence[int]) -> np.ndarray:
+        slots = [self.slot[i] for i in indices]
+        if len(slots) > 1 and slots[-1] - slots[0] == len(slots) - 1 and slots == sorted(slots):
+            return self.loaded[slots[0]:slots[-1] + 1]   # contiguous: no copy
+        return self.loaded[slots]

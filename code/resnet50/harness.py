@@ -1,0 +1,178 @@
+"""ResNet50 actions: data, model, engines, QSL, processors and accuracy."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from code.common import paths
+from code.common.backends import EngineSpec, get_backend
+from code.common.benchmark import Benchmark, Processor
+from code.common.engines import get_or_build
+from code.common.errors import MissingDataError
+from code.common.fileio import download, staged_path, write_text
+from code.resnet50 import SPEC, model
+from code.resnet50.accuracy import score
+from code.resnet50.dataset import ImageNetQSL, preprocess_all, preprocess_image, read_val_map
+
+VAL_MAP_URL = ("https://raw.githubusercontent.com/mlcommons/inference_results_v0.5/master/closed/NVIDIA/"
+               "data_maps/imagenet/val_map.txt")
+TINY_IMAGES = 1024
+
+
+class ResNet50Benchmark(Benchmark):
+    spec = SPEC
+
+    # --- locations ---------------------------------------------------------------------------
+    @property
+    def tiny(self) -> bool:
+        return self.settings.model_variant == "tiny"
+
+    @property
+    def model_dir(self) -> Path:
+        return paths.models_dir("resnet50", self.settings.model_variant)
+
+    @property
+    def image_dir(self) -> Path:
+        if self.settings.data_dir:
+            return Path(self.settings.data_dir)
+        return paths.data_dir("imagenet", self.settings.model_variant)
+
+    @property
+    def val_map(self) -> Path:
+        if self.tiny:
+            return paths.data_dir("imagenet", "tiny") / "val_map.txt"
+        return paths.data_maps_dir() / "imagenet" / "val_map.txt"
+
+    @property
+    def crop(self) -> int:
+        return model.TINY_CROP if self.tiny else model.REAL_CROP
+
+    @property
+    def preprocessed(self) -> Path:
+        return paths.preprocessed_dir("imagenet", self.settings.model_variant) / f"val_uint8_nchw_{self.crop}.npy"
+
+    # --- data and model ----------------------------------------------------------------------
+    def download_model(self) -> None:
+        if self.tiny:
+            model.build_tiny(self.model_dir)
+        else:
+            model.download_real(self.model_dir)
+
+    def download_data(self) -> None:
+        if self.tiny:
+            self._make_tiny_data()
+            return
+        with staged_path(self.val_map, suffix=".txt") as tmp:
+            download(VAL_MAP_URL, tmp, fix="make download_data BENCHMARKS=resnet50")
+            check_val_map(tmp)
+        print(f"[download_data] {self.val_map}")
+        if not (self.image_dir / "ILSVRC2012_val_00000001.JPEG").exists():
+            print(f"[download_data] ImageNet is licensed: put the 50000 ILSVRC2012 validation JPEGs in {self.image_dir}")
+
+    def _make_tiny_data(self) -> None:
+        """Synthetic labelled images (seeded). Labels are the fp32 torch reference's predictions, so a
+        correct harness scores 100% top-1 on the tiny set; anything less is a pipeline error."""
+        import torch
+        from PIL import Image
+
+        if not (self.model_dir / "tiny_resnet50.pt").exists():
+            model.build_tiny(self.model_dir)
+        net = model.load_tiny_torch(self.model_dir)
+        out_dir = paths.data_dir("imagenet", "tiny")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(model.TINY_SEED)
+        names = [f"ILSVRC2012_val_{i + 1:08d}.JPEG" for i in range(TINY_IMAGES)]
+        batch, labels = [], []
+        for i, n in enumerate(names):
+            img = model.synthetic_image(rng)
+            with staged_path(out_dir / n, suffix=".jpg") as tmp:
+                Image.fromarray(img).save(tmp, format="JPEG", quality=95)
+            batch.append(preprocess_image(out_dir / n, self.crop))
+        x = torch.from_numpy(np.stack(batch).astype(np.float32)) - torch.tensor([123.68, 116.78, 103.94]).view(1, 3, 1, 1)
+        with torch.inference_mode():
+            for s in range(0, len(x), 128):
+                labels.extend((net(x[s:s + 128])[0] - 1).tolist())
+        write_text(self.val_map, "".join(f"{n} {lab}\n" for n, lab in zip(names, labels)))
+        print(f"[download_data] {TINY_IMAGES} tiny images and {self.val_map}")
+
+    def preprocess_data(self) -> None:
+        names, _ = read_val_map(self.val_map)
+        preprocess_all(self.image_dir, names, self.crop, self.preprocessed)
+        print(f"[preprocess_data] {len(names)} images -> {self.preprocessed}")
+
+    # --- engines -----------------------------------------------------------------------------
+    def engine_spec(self) -> EngineSpec:
+        s = self.settings
+        workers = max(1, s.gpu_inference_streams)
+        return EngineSpec(name="resnet50", batch_size=s.batch_size(), precision=s.precision,
+                          input_shapes={model.INPUT: (-1, 3, self.crop, self.crop)},
+                          workspace_bytes=s.workspace_size,
+                          intra_op_threads=s.cpu_threads or max(1, _cores() // workers))
+
+    def onnx_path(self) -> Path:
+        p = self.model_dir / model.ONNX_NAME
+        if not p.exists():
+            variant = " MODEL_VARIANT=tiny" if self.tiny else ""
+            raise MissingDataError(f"model not found: {p}", f"make download_model BENCHMARKS=resnet50{variant}")
+        return p
+
+    def generate_engines(self) -> list[str]:
+        s = self.settings
+        path = get_or_build(get_backend(s.backend), self.onnx_path(), self.engine_spec(), system_id=s.system_id,
+                            benchmark="resnet50", scenario=s.scenario)
+        return [str(path)]
+
+    # --- run -------------------------------------------------------------------------------------
+    def make_qsl(self) -> ImageNetQSL:
+        _, labels = read_val_map(self.val_map)
+        perf = self.settings.performance_sample_count or 1024
+        self.qsl = ImageNetQSL(self.preprocessed, labels, perf)
+        return self.qsl
+
+    def make_processors(self, qsl) -> list[Processor]:
+        s = self.settings
+        backend = get_backend(s.backend)
+        engine_path = self.generate_engines()[0]
+        spec = self.engine_spec()
+        return [ResNet50Processor(backend.load(engine_path, spec), qsl, spec.batch_size)
+                for _ in range(max(1, s.gpu_inference_streams))]
+
+    def accuracy(self, accuracy_log: str, out_dir: str) -> dict:
+        _, labels = read_val_map(self.val_map)
+        return score(accuracy_log, labels, Path(out_dir) / "accuracy.txt", self.spec.accuracy_targets[0],
+                     tiny=self.tiny)
+
+
+class ResNet50Processor(Processor):
+    """Batches -> int32 ImageNet labels (argmax - 1), one 4-byte array per sample, as LoadGen expects
+    for the reference accuracy script."""
+
+    def __init__(self, engine, qsl: ImageNetQSL, batch_size: int):
+        self.engine, self.qsl, self.batch_size = engine, qsl, batch_size
+
+    def process(self, indices: Sequence[int]) -> list[np.ndarray]:
+        x = self.qsl.batch(indices)
+        out = self.engine.infer({model.INPUT: x})[model.OUTPUTS[0]]
+        labels = (np.asarray(out).reshape(-1) - 1).astype(np.int32)
+        return [labels[i:i + 1] for i in range(len(indices))]
+
+    def warmup(self) -> None:
+        x = np.zeros((self.batch_size, 3, self.qsl.images.shape[2], self.qsl.images.shape[3]), np.float32)
+        self.engine.infer({model.INPUT: x})
+
+
+def check_val_map(path: Path) -> None:
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    pat = re.compile(r"^ILSVRC2012_val_\d{8}\.JPEG\s+\d+$")
+    if len(lines) != 50000 or not all(pat.match(ln) for ln in lines):
+        raise MissingDataError(f"downloaded val_map is not the 50000-line ImageNet map ({len(lines)} lines)",
+                               "retry make download_data BENCHMARKS=resnet50")
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))
