@@ -14,6 +14,10 @@ Where the module comes from:
     batch dim can be exported as dynamic (batch 1 examples are repeated to 2).
   * otherwise the ONNX is converted with onnx2torch (optional package, pin onnx2torch==1.5.15).
 
+Outputs are named by position with the ONNX output names (or ``extra["output_names"]``), so a
+caller sees what the ORT and TensorRT engines return; a module returning a dict (Hugging Face
+style) is matched by order.
+
 Precision: fp32, or fp16 = torch.autocast(float16) on CUDA (fp32 on CPU; float outputs are cast
 back to float32, so callers always see the fp32 contract). int8/fp8 are TensorRT's business.
 Device: cuda:<spec.device_id> when torch sees a GPU, else CPU (``extra["torch_device"]="cpu"``
@@ -233,14 +237,15 @@ class TorchEngine(Engine):
     def _name_outputs(self, out) -> dict:
         import torch
 
+        # Outputs take the ONNX output names by position, so callers see what the ORT and
+        # TensorRT engines return; without a name for each leaf, a dict's keys or output_<i>.
         if isinstance(out, Mapping):
-            items = list(out.items())
+            keys, leaves = list(out.keys()), list(out.values())
         else:
             leaves = torch.utils._pytree.tree_leaves(out)
-            names = list(self.output_names)
-            if len(names) != len(leaves):
-                names = [f"output_{i}" for i in range(len(leaves))]
-            items = list(zip(names, leaves))
+            keys = [f"output_{i}" for i in range(len(leaves))]
+        names = list(self.output_names) if len(self.output_names) == len(leaves) else keys
+        items = list(zip(names, leaves))
         res = {}
         for k, v in items:
             if self.autocast and v.is_floating_point() and v.dtype != torch.float32:

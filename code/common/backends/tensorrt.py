@@ -30,6 +30,7 @@ outputs are host numpy arrays; outputs are fresh arrays the caller owns.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Mapping
 
 import numpy as np
@@ -237,6 +238,38 @@ class TensorRTBackend(Backend):
             return {"tensorrt": None}
 
 
+# Deserialized engines shared by every TrtEngine of the same file and device: weights are loaded
+# once however many workers (streams) a benchmark runs; each TrtEngine has its own contexts,
+# stream and buffers. Guarded by _SHARED_LOCK; entries are dropped when their last user closes.
+_SHARED: dict[tuple, list] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _acquire(trt, path: str, device: int):
+    key = (os.path.realpath(path), os.stat(path).st_mtime_ns, device)
+    with _SHARED_LOCK:
+        ent = _SHARED.get(key)
+        if ent is None:
+            runtime = trt.Runtime(_logger(trt))
+            with open(path, "rb") as f:
+                engine = runtime.deserialize_cuda_engine(f.read())
+            if engine is None:
+                raise HarnessError(f"TensorRT {trt.__version__} could not deserialize {path} (other TensorRT "
+                                   "version or GPU?)", f"delete {path} and rerun `make generate_engines`", 4)
+            ent = _SHARED[key] = [runtime, engine, 0]
+        ent[2] += 1
+        return key, ent[1]
+
+
+def _release(key: tuple) -> None:
+    with _SHARED_LOCK:
+        ent = _SHARED.get(key)
+        if ent is not None:
+            ent[2] -= 1
+            if ent[2] <= 0:
+                del _SHARED[key]
+
+
 class TrtEngine(Engine):
     """A deserialized engine, its per-profile contexts and device buffers sized for the largest
     profile. Owns every device allocation; ``close`` frees them."""
@@ -248,13 +281,22 @@ class TrtEngine(Engine):
         except cuda.CudaError as e:
             raise HarnessError(f"cannot load TensorRT engine {path}: {e}", "run on a machine with an NVIDIA GPU") from None
         self.device = spec.device_id
+        self.stream = None
+        self.buffers: dict[str, cuda.DeviceBuffer] = {}
+        self.contexts: list = []
+        self.capacity: list[int] = []   # max batch per profile
+        self._scratch = None
         self.cu.set_device(self.device)
-        self._runtime = trt.Runtime(_logger(trt))
-        with open(path, "rb") as f:
-            self.engine = self._runtime.deserialize_cuda_engine(f.read())
-        if self.engine is None:
-            raise HarnessError(f"TensorRT {trt.__version__} could not deserialize {path} (other TensorRT version "
-                               "or GPU?)", f"delete {path} and rerun `make generate_engines`", 4)
+        self._key, self.engine = _acquire(trt, path, self.device)
+        try:
+            self._io(trt)
+            self.stream = self.cu.stream_create()
+            self._setup(trt)
+        except Exception:
+            self.close()
+            raise
+
+    def _io(self, trt) -> None:
         eng = self.engine
         names = [eng.get_tensor_name(i) for i in range(eng.num_io_tensors)]
         self.input_names = tuple(n for n in names if eng.get_tensor_mode(n) == trt.TensorIOMode.INPUT)
@@ -266,16 +308,6 @@ class TrtEngine(Engine):
             except TypeError:
                 raise HarnessError(f"engine tensor '{n}' has type {eng.get_tensor_dtype(n)}, which numpy cannot hold",
                                    "keep engine inputs/outputs fp32/fp16/int (modelopt keep_io_types=True)") from None
-        self.stream = self.cu.stream_create()
-        self.buffers: dict[str, cuda.DeviceBuffer] = {}
-        self.contexts: list = []
-        self.capacity: list[int] = []   # max batch per profile
-        self._scratch = None
-        try:
-            self._setup(trt)
-        except Exception:
-            self.close()
-            raise
 
     def _setup(self, trt) -> None:
         eng = self.engine
@@ -347,11 +379,13 @@ class TrtEngine(Engine):
         return outs
 
     def close(self) -> None:
-        if getattr(self, "stream", None) is None:
+        """Free everything this engine owns; idempotent."""
+        if self.engine is None:
             return
         try:
             self.cu.set_device(self.device)
-            self.cu.synchronize(self.stream)
+            if self.stream is not None:
+                self.cu.synchronize(self.stream)
         except cuda.CudaError:
             pass
         self.contexts.clear()          # contexts before the engine and their memory
@@ -362,5 +396,7 @@ class TrtEngine(Engine):
             self._scratch.free()
             self._scratch = None
         self.engine = None
-        self.cu.stream_destroy(self.stream)
-        self.stream = None
+        _release(self._key)
+        if self.stream is not None:
+            self.cu.stream_destroy(self.stream)
+            self.stream = None

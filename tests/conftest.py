@@ -1,0 +1,45 @@
+"""Shared fixtures. Every test runs against a private build/ and scratch folder, never the user's."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def run_main(*args: str, env: dict | None = None, check: bool = False, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run ``python -m code.main`` exactly as a user would; returns the completed process."""
+    e = dict(os.environ)
+    e.update(env or {})
+    e.setdefault("PYTHONUNBUFFERED", "1")
+    r = subprocess.run([PY, "-m", "code.main", *args], cwd=REPO, env=e, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"code.main {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+@pytest.fixture(scope="session")
+def harness_env(tmp_path_factory) -> dict:
+    """Private MLPERF_BUILD_DIR/MLPERF_SCRATCH_PATH for the whole session, exported to os.environ too."""
+    root = tmp_path_factory.mktemp("harness")
+    env = {"MLPERF_BUILD_DIR": str(root / "build"), "MLPERF_SCRATCH_PATH": str(root / "scratch")}
+    os.environ.update(env)
+    return env
+
+
+@pytest.fixture(scope="session")
+def tiny_resnet(harness_env) -> dict:
+    """The tiny ResNet50 model, data and preprocessed set, built once per session through the CLI."""
+    for action in ("download_model", "download_data", "preprocess_data"):
+        run_main(f"--action={action}", "--benchmarks=resnet50", "--model_variant=tiny", env=harness_env, check=True)
+    return harness_env
+
+
+def metadata_under(root: str | Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(Path(root).rglob("metadata.json"))]

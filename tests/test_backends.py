@@ -1,0 +1,304 @@
+"""Backends on a tiny conv net: ONNX Runtime, PyTorch, the engine cache, polygraphy, TensorRT.
+
+CPU-only except the TensorRT tests, which skip with the reason ``TensorRTBackend.available()``
+gives (never faked). Every model is built here from a fixed seed; nothing is downloaded.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+from code.common.backends import get_backend
+from code.common.backends.base import EngineSpec
+from code.common.backends.onnxruntime import OnnxRuntimeBackend
+from code.common.backends.pytorch import PyTorchBackend, _archive_format
+from code.common.backends.tensorrt import TensorRTBackend
+from code.common.engines import get_or_build
+from code.common.errors import HarnessError
+
+# The tiny model lives in a module written to a temp dir, so that "module:function" factory
+# references import it exactly as a benchmark's own model module would be imported.
+FACTORY_SRC = textwrap.dedent('''
+    import torch
+
+    class TinyNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.bn = torch.nn.BatchNorm2d(8)
+            self.fc = torch.nn.Linear(8, 5)
+
+        def forward(self, x):
+            y = torch.relu(self.bn(self.conv(x)))
+            return self.fc(y.mean((2, 3)))
+
+    def make():
+        torch.manual_seed(0)
+        m = TinyNet().eval()
+        with torch.no_grad():  # non-trivial BN statistics, so BN folding is exercised
+            m.bn.running_mean.uniform_(-0.5, 0.5)
+            m.bn.running_var.uniform_(0.5, 2.0)
+        return m
+
+    def factory(onnx_path, spec):
+        torch.manual_seed(1)
+        return make(), {"x": torch.randn(2, 3, 16, 16)}
+
+    class DictOut(torch.nn.Module):  # returns a mapping, as Hugging Face models do
+        def __init__(self):
+            super().__init__()
+            self.inner = make()
+
+        def forward(self, x):
+            return {"logits": self.inner(x)}
+
+    def dict_factory(onnx_path, spec):
+        return DictOut().eval(), {"x": torch.randn(1, 3, 16, 16)}  # batch 1: repeated to 2 for export
+''')
+SHAPES = {"x": (-1, 3, 16, 16)}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(module, onnx_path) for the tiny net, exported with a dynamic batch dim."""
+    import torch
+
+    d = tmp_path_factory.mktemp("tiny")
+    (d / "bk_tiny_model.py").write_text(FACTORY_SRC)
+    sys.path.insert(0, str(d))
+    mod = importlib.import_module("bk_tiny_model")
+    net = mod.make()
+    onnx_path = d / "tiny.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+        torch.onnx.export(net, (torch.randn(2, 3, 16, 16),), str(onnx_path), input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=17, dynamo=False)
+    yield net, onnx_path
+    sys.path.remove(str(d))
+    sys.modules.pop("bk_tiny_model", None)
+
+
+def _inputs(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(seed).standard_normal((batch, 3, 16, 16), dtype=np.float32)}
+
+
+def _torch_ref(net, feeds) -> np.ndarray:
+    import torch
+
+    with torch.no_grad():
+        return net(torch.from_numpy(feeds["x"])).numpy()
+
+
+def _spec(**kw) -> EngineSpec:
+    base = dict(name="tiny", batch_size=4, input_shapes=SHAPES, intra_op_threads=1)
+    base.update(kw)
+    return EngineSpec(**base)
+
+
+def _ort_engine(onnx_path, tmp_path):
+    be = OnnxRuntimeBackend()
+    out = tmp_path / "tiny-ort.onnx"
+    be.build(str(onnx_path), str(out), _spec())
+    return be.load(str(out), _spec()), out
+
+
+def test_onnxruntime_build_load_infer_matches_torch(tiny, tmp_path):
+    net, onnx_path = tiny
+    eng, _ = _ort_engine(onnx_path, tmp_path)
+    assert eng.input_names == ("x",) and eng.output_names == ("y",)
+    for b in (1, 3, 4):
+        feeds = _inputs(b, seed=b)
+        out = eng.infer(feeds)["y"]
+        assert out.shape == (b, 5)
+        np.testing.assert_allclose(out, _torch_ref(net, feeds), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("fmt", ["export", "jit", "pickle"])
+def test_pytorch_factory_matches_onnxruntime(tiny, tmp_path, fmt):
+    net, onnx_path = tiny
+    ort_eng, _ = _ort_engine(onnx_path, tmp_path)
+    spec = _spec(extra={"torch_factory": "bk_tiny_model:factory", "torch_format": fmt, "torch_device": "cpu"})
+    be = PyTorchBackend()
+    path = tmp_path / f"tiny.{fmt}.pt2"
+    be.build(str(onnx_path), str(path), spec)
+    assert _archive_format(str(path)) == fmt
+    eng = be.load(str(path), spec)
+    assert eng.input_names == ("x",) and eng.output_names == ("y",)
+    for b in (1, 3, 4):  # batch 1 and 3 were never seen at export: the batch dim is dynamic
+        feeds = _inputs(b, seed=10 + b)
+        np.testing.assert_allclose(eng.infer(feeds)["y"], ort_eng.infer(feeds)["y"], atol=1e-5, rtol=0)
+
+
+def test_pytorch_mapping_outputs_take_onnx_names(tiny, tmp_path):
+    net, onnx_path = tiny
+    spec = _spec(extra={"torch_factory": "bk_tiny_model:dict_factory", "torch_device": "cpu"})
+    path = tmp_path / "dict.pt2"
+    PyTorchBackend().build(str(onnx_path), str(path), spec)
+    feeds = _inputs(3, seed=7)
+    out = PyTorchBackend().load(str(path), spec).infer(feeds)
+    assert list(out) == ["y"]
+    np.testing.assert_allclose(out["y"], _torch_ref(net, feeds), atol=1e-5, rtol=0)
+
+
+def test_pytorch_bad_factory_is_a_harness_error(tiny, tmp_path):
+    _, onnx_path = tiny
+    for ref in ("bk_tiny_model", "bk_tiny_model:nope", "no_such_module_xyz:f"):
+        with pytest.raises(HarnessError, match="torch_factory"):
+            PyTorchBackend().build(str(onnx_path), str(tmp_path / "x.pt2"), _spec(extra={"torch_factory": ref}))
+
+
+def test_pytorch_default_format_is_export(tiny, tmp_path):
+    _, onnx_path = tiny
+    spec = _spec(extra={"torch_factory": "bk_tiny_model:factory"})
+    path = tmp_path / "tiny.pt2"
+    PyTorchBackend().build(str(onnx_path), str(path), spec)
+    assert _archive_format(str(path)) == "export"
+
+
+def test_pytorch_from_onnx_via_onnx2torch(tiny, tmp_path):
+    pytest.importorskip("onnx2torch", reason="onnx2torch not installed (optional: pip install onnx2torch==1.5.15)")
+    net, onnx_path = tiny
+    spec = _spec(extra={"torch_device": "cpu"})
+    path = tmp_path / "tiny-o2t.pt2"
+    be = PyTorchBackend()
+    be.build(str(onnx_path), str(path), spec)
+    eng = be.load(str(path), spec)
+    feeds = _inputs(3, seed=3)
+    np.testing.assert_allclose(eng.infer(feeds)["y"], _torch_ref(net, feeds), atol=1e-5, rtol=0)
+
+
+def test_pytorch_without_factory_or_onnx2torch_is_a_harness_error(tiny, tmp_path, monkeypatch):
+    _, onnx_path = tiny
+    monkeypatch.setitem(sys.modules, "onnx2torch", None)  # makes `import onnx2torch` fail
+    with pytest.raises(HarnessError, match="onnx2torch") as e:
+        PyTorchBackend().build(str(onnx_path), str(tmp_path / "x.pt2"), _spec())
+    assert e.value.fix and "torch_factory" in e.value.fix
+
+
+def test_pytorch_rejects_int8(tiny, tmp_path):
+    _, onnx_path = tiny
+    with pytest.raises(HarnessError, match="fp32 or fp16"):
+        PyTorchBackend().build(str(onnx_path), str(tmp_path / "x.pt2"), _spec(precision="int8"))
+
+
+def test_engine_cache_reuses_and_rebuilds(tiny, tmp_path, monkeypatch):
+    _, onnx_path = tiny
+    monkeypatch.setenv("MLPERF_BUILD_DIR", str(tmp_path / "build"))
+    be = get_backend("onnxruntime")
+    logs: list[str] = []
+    where = dict(system_id="cpu_test", benchmark="tiny", scenario="Offline", log=logs.append)
+
+    p1 = get_or_build(be, onnx_path, _spec(), **where)
+    assert p1.is_relative_to(tmp_path / "build" / "engines" / "cpu_test" / "tiny" / "Offline")
+    assert p1.name == "tiny-b4-fp32.onnx" and p1.with_name(p1.name + ".json").exists()
+    stamp = p1.stat().st_mtime_ns
+    assert get_or_build(be, onnx_path, _spec(), **where) == p1
+    assert logs[-1].startswith("[engine] reuse") and p1.stat().st_mtime_ns == stamp
+
+    # A changed spec field that keeps the file name still rebuilds (the hash covers the spec).
+    assert get_or_build(be, onnx_path, _spec(intra_op_threads=2), **where) == p1
+    assert logs[-1].startswith("[engine] build")
+    # A changed ONNX rebuilds too.
+    import onnx
+
+    model = onnx.load(str(onnx_path))
+    model.doc_string = "same graph, different bytes"
+    changed = tmp_path / "changed.onnx"
+    onnx.save(model, str(changed))
+    get_or_build(be, changed, _spec(intra_op_threads=2), **where)
+    assert logs[-1].startswith("[engine] build")
+    # No staging leftovers beside the engine.
+    assert not [p for p in p1.parent.iterdir() if p.name.endswith(".partial")]
+
+    # The PyTorch backend goes through the same cache.
+    pt = get_backend("pytorch")
+    spec = _spec(extra={"torch_factory": "bk_tiny_model:factory", "torch_device": "cpu"})
+    p2 = get_or_build(pt, onnx_path, spec, **where)
+    assert p2.name == "tiny-b4-fp32.pt2"
+    assert get_or_build(pt, onnx_path, spec, **where) == p2 and logs[-1].startswith("[engine] reuse")
+
+
+def test_polygraphy_compares_ort_engine_with_original_onnx(tiny, tmp_path):
+    from polygraphy.backend.onnxrt import OnnxrtRunner, SessionFromOnnx
+    from polygraphy.comparator import Comparator, SimpleCompareFunc
+
+    _, onnx_path = tiny
+    _, engine_file = _ort_engine(onnx_path, tmp_path)
+    runners = [OnnxrtRunner(SessionFromOnnx(str(onnx_path)), name="onnx"),
+               OnnxrtRunner(SessionFromOnnx(str(engine_file)), name="ort-engine")]
+    results = Comparator.run(runners, data_loader=[_inputs(b, seed=20 + b) for b in (1, 4)])
+    assert [len(iters) for _, iters in results] == [2, 2]
+    assert bool(Comparator.compare_accuracy(results, compare_func=SimpleCompareFunc(atol=1e-5, rtol=0)))
+
+
+# --- TensorRT ------------------------------------------------------------------------------------
+
+TRT_OK, TRT_WHY = TensorRTBackend.available()
+needs_trt = pytest.mark.skipif(not TRT_OK, reason=f"TensorRT backend unavailable: {TRT_WHY}")
+
+
+def test_tensorrt_unavailable_is_reported_not_faked():
+    if TRT_OK:
+        pytest.skip("TensorRT and a GPU are usable here")
+    assert TRT_WHY and "\n" not in TRT_WHY
+    with pytest.raises(HarnessError) as e:
+        get_backend("tensorrt")
+    assert TRT_WHY in e.value.cause and e.value.fix
+    assert get_backend("tensorrt", require=False).name == "tensorrt"  # import itself never fails
+    assert TensorRTBackend.versions()["tensorrt"] is None or isinstance(TensorRTBackend.versions()["tensorrt"], str)
+
+
+def test_cuda_helper_reports_why_without_gpu():
+    from code.common.backends import cuda
+
+    ok, why = cuda.probe()
+    if ok:
+        pytest.skip("a GPU is visible here")
+    assert why and "\n" not in why
+
+
+@needs_trt
+@pytest.mark.parametrize("precision,atol", [("fp32", 1e-4), ("fp16", 2e-2)])
+def test_tensorrt_matches_onnxruntime(tiny, tmp_path, precision, atol):
+    _, onnx_path = tiny
+    ort_eng, _ = _ort_engine(onnx_path, tmp_path)
+    be = TensorRTBackend()
+    spec = _spec(precision=precision, profile_batch_sizes=(1, 2, 4), workspace_bytes=1 << 28)
+    plan = tmp_path / f"tiny-{precision}.plan"
+    be.build(str(onnx_path), str(plan), spec)
+    eng = be.load(str(plan), spec)
+    try:
+        assert eng.capacity == [1, 2, 4]
+        for b in (1, 3, 4, 2):
+            feeds = _inputs(b, seed=30 + b)
+            np.testing.assert_allclose(eng.infer(feeds)["y"], ort_eng.infer(feeds)["y"], atol=atol, rtol=0)
+        with pytest.raises(HarnessError, match="exceeds"):
+            eng.infer(_inputs(5))
+    finally:
+        eng.close()
+
+
+@needs_trt
+def test_tensorrt_engine_cache(tiny, tmp_path, monkeypatch):
+    _, onnx_path = tiny
+    monkeypatch.setenv("MLPERF_BUILD_DIR", str(tmp_path / "build"))
+    be = get_backend("tensorrt")
+    logs: list[str] = []
+    where = dict(system_id="gpu_test", benchmark="tiny", scenario="Offline", log=logs.append)
+    p = get_or_build(be, onnx_path, _spec(workspace_bytes=1 << 28), **where)
+    assert p.name == "tiny-b4-fp32.plan"
+    assert get_or_build(be, onnx_path, _spec(workspace_bytes=1 << 28), **where) == p
+    assert logs[-1].startswith("[engine] reuse")
+    eng, twin = be.load(str(p), _spec()), be.load(str(p), _spec())
+    try:
+        assert twin.engine is eng.engine  # one deserialized engine; separate contexts and buffers
+        feeds = _inputs(2)
+        np.testing.assert_array_equal(eng.infer(feeds)["y"], twin.infer(feeds)["y"])
+    finally:
+        eng.close()
+        twin.close()

@@ -1,0 +1,93 @@
+"""Bad input: one line of cause, the fixing command, a non-zero exit code, never a traceback."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_main
+
+
+def _assert_user_error(r, code: int, *needles: str):
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr + r.stdout
+    lines = r.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ") and lines[1].strip().startswith("fix: "), r.stderr
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr)
+
+
+def test_unknown_flag_suggests_nearest(harness_env):
+    r = run_main("--action=run_harness", "--benchmarks=resnet50", "--sever_target_qps=3", env=harness_env)
+    _assert_user_error(r, 2, "--sever_target_qps", "server_target_qps")
+
+
+def test_unknown_benchmark_suggests_nearest(harness_env):
+    r = run_main("--action=info", "--benchmarks=resnett", env=harness_env)
+    _assert_user_error(r, 2, "resnett", "did you mean")
+
+
+def test_unknown_scenario_and_value(harness_env):
+    _assert_user_error(run_main("--action=info", "--benchmarks=resnet50", "--scenarios=Ofline", env=harness_env),
+                       2, "Ofline", "Offline")
+    _assert_user_error(run_main("--action=run_harness", "--benchmarks=resnet50", "--test_mode=Perf", env=harness_env),
+                       2, "Perf", "PerformanceOnly")
+    _assert_user_error(run_main("--action=info", "--benchmarks=resnet50", "--gpu_batch_size=abc", env=harness_env),
+                       2, "gpu_batch_size")
+
+
+def test_flag_that_does_not_apply_is_an_error(harness_env):
+    r = run_main("--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--server_target_qps=3",
+                 env=harness_env)
+    _assert_user_error(r, 2, "server_target_qps", "Server")
+    r = run_main("--action=download_model", "--benchmarks=resnet50", "--test_mode=AccuracyOnly", env=harness_env)
+    _assert_user_error(r, 2, "test_mode", "download_model")
+
+
+def test_unknown_gpu_exits_2_and_names_it(harness_env):
+    fake = json.dumps({"gpus": [{"name": "NVIDIA Mystery 9000", "pci_id": "0xABCD10DE", "memory_mb": 1000}] * 2})
+    r = run_main("--action=info", "--benchmarks=resnet50", env={**harness_env, "MLPERF_FAKE_SYSTEM": fake})
+    _assert_user_error(r, 2, "NVIDIA Mystery 9000", "0xABCD10DE", "2x", "systems/known")
+
+
+def test_known_gpu_without_config_block(harness_env):
+    fake = json.dumps({"gpus": [{"name": "NVIDIA H100 NVL", "pci_id": "0x232110DE", "memory_mb": 95000}]})
+    r = run_main("--action=info", "--benchmarks=resnet50", "--scenarios=Offline",
+                 env={**harness_env, "MLPERF_FAKE_SYSTEM": fake})
+    _assert_user_error(r, 2, "H100-NVL-94GBx1", "config.json")
+
+
+def test_missing_data_says_which_make_target(tmp_path):
+    env = {"MLPERF_BUILD_DIR": str(tmp_path / "b"), "MLPERF_SCRATCH_PATH": str(tmp_path / "s")}
+    r = run_main("--action=preprocess_data", "--benchmarks=resnet50", "--model_variant=tiny", env=env)
+    _assert_user_error(r, 3, "val_map", "make download_data BENCHMARKS=resnet50")
+    r = run_main("--action=generate_engines", "--benchmarks=resnet50", "--model_variant=tiny", "--scenarios=Offline", env=env)
+    _assert_user_error(r, 3, "model not found", "make download_model")
+
+
+@pytest.mark.parametrize("body,needle", [
+    ('{"default": {"gpu_batch_sise": 8}}', "gpu_batch_size"),
+    ('{"default": {"gpu_batch_size": "eight"}}', "bad value"),
+    ('{"default": {"gpu_batch_size": 8,}}', "bad JSON"),
+    ('{"default": {"server_target_qps": 8}}', "applies only to Server"),
+    ('{"default": {}, "AMD-EPYC": {"extends": "nope"}}', "unknown block"),
+])
+def test_bad_config_json_reports_file_key_and_line(tmp_path, harness_env, body, needle):
+    cfg = tmp_path / "configs"
+    (cfg / "resnet50" / "Offline").mkdir(parents=True)
+    (cfg / "resnet50" / "Offline" / "config.json").write_text(body)
+    r = run_main("--action=info", "--benchmarks=resnet50", "--scenarios=Offline",
+                 env={**harness_env, "MLPERF_CONFIGS_DIR": str(cfg)})
+    _assert_user_error(r, 2, "config.json", needle)
+    if "bad JSON" in needle or "gpu_batch_sise" in body:
+        assert "config.json:1" in r.stderr
+
+
+def test_help_lists_every_cli_field(harness_env):
+    from code.common.fields import registry
+
+    r = run_main("--help", env=harness_env)
+    assert r.returncode == 0
+    for f in registry():
+        if f.cli:
+            assert f"--{f.name}" in r.stdout

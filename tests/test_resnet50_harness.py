@@ -1,0 +1,128 @@
+"""ResNet50 tiny variant end to end: real LoadGen, real ONNX Runtime sessions, no mocks."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import metadata_under, run_main
+
+SHORT = ("--min_duration=4000", "--min_query_count=64")
+
+
+@pytest.fixture(scope="module")
+def perf_runs(tiny_resnet, tmp_path_factory) -> dict[str, dict]:
+    logs = tmp_path_factory.mktemp("perf_logs")
+    r = run_main("--action=run_harness", "--benchmarks=resnet50", "--model_variant=tiny",
+                 "--scenarios=Offline,Server,SingleStream,MultiStream", f"--log_dir={logs}", *SHORT, env=tiny_resnet)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return {m["scenario"]: m for m in metadata_under(logs)}
+
+
+@pytest.fixture(scope="module")
+def accuracy_runs(tiny_resnet, tmp_path_factory) -> dict[str, dict]:
+    logs = tmp_path_factory.mktemp("acc_logs")
+    r = run_main("--action=run_harness", "--benchmarks=resnet50", "--model_variant=tiny", "--scenarios=Offline,SingleStream",
+                 "--test_mode=AccuracyOnly", f"--log_dir={logs}", env=tiny_resnet)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return {m["scenario"]: m for m in metadata_under(logs)}
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "Server", "SingleStream", "MultiStream"])
+def test_resnet50_scenario_performance(perf_runs, scenario):
+    m = perf_runs[scenario]
+    assert m["status"] == "ok", m["error"]
+    # VALID, or INVALID with LoadGen's reason recorded (short runs may miss early stopping)
+    assert m["result_validity"] in ("VALID", "INVALID")
+    if m["result_validity"] == "INVALID":
+        summary = (Path(m["log_dir"]) / "mlperf_log_summary.txt").read_text()
+        assert "satisfied : NO" in summary or "satisfied: NO" in summary
+    assert m["metric_value"] and m["metric_value"] > 0
+    assert m["loadgen_errors"] == []
+
+
+def test_resnet50_offline_and_singlestream_are_valid(perf_runs):
+    assert perf_runs["Offline"]["result_validity"] == "VALID"
+    assert perf_runs["SingleStream"]["result_validity"] == "VALID"
+
+
+def test_resnet50_metadata_is_complete(perf_runs):
+    m = perf_runs["Offline"]
+    for key in ("result_validity", "metric", "metric_value", "early_stopping", "test_mode", "config_hash", "backend",
+                "precision", "versions", "settings", "sources", "user_conf", "effective", "system_name"):
+        assert key in m, key
+    assert m["backend"] == "onnxruntime" and m["system_name"].endswith("_ORT")
+    assert m["versions"]["loadgen"] and m["versions"]["onnxruntime"] and "tensorrt" in m["versions"]
+    assert m["metric"] == "samples_per_second"
+    log = Path(m["log_dir"])
+    for f in ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "user.conf", "settings.json", "metadata.json"):
+        assert (log / f).exists(), f
+    assert "resnet50.Offline.min_duration = 4000" in (log / "user.conf").read_text()
+    assert not list(log.parent.glob("*.partial")), "a staging folder was left behind"
+    assert not (log / "audit.config").exists()
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "SingleStream"])
+def test_resnet50_scenario_accuracy(accuracy_runs, scenario):
+    m = accuracy_runs[scenario]
+    assert m["status"] == "ok", m["error"]
+    assert m["accuracy"]["metrics"]["total"] == 1024
+    text = (Path(m["log_dir"]) / "accuracy.txt").read_text()
+    assert text.startswith("accuracy=") and "good=" in text and "total=1024" in text
+
+
+def test_resnet50_fidelity_harness_vs_torch(accuracy_runs, tiny_resnet):
+    """Top-1 of the ORT engine behind LoadGen is 100% identical to the torch reference."""
+    import torch
+
+    from code.common import paths
+    from code.resnet50 import model
+    from code.resnet50.accuracy import read_predictions
+
+    preds = read_predictions(Path(accuracy_runs["Offline"]["log_dir"]) / "mlperf_log_accuracy.json")
+    images = np.load(paths.preprocessed_dir("imagenet", "tiny") / "val_uint8_nchw_64.npy")
+    net = model.load_tiny_torch(paths.models_dir("resnet50", "tiny"))
+    x = torch.from_numpy(images.astype(np.float32)) - torch.tensor([123.68, 116.78, 103.94]).view(1, 3, 1, 1)
+    with torch.inference_mode():
+        ref = torch.cat([net(x[i:i + 256])[0] for i in range(0, len(x), 256)]).numpy() - 1
+    assert len(preds) == len(ref) == 1024
+    assert all(preds[i] == ref[i] for i in range(len(ref)))
+    assert len(set(ref.tolist())) > 100, "predictions collapsed: the fidelity check would be vacuous"
+    assert accuracy_runs["Offline"]["accuracy"]["metrics"]["top1"] == 100.0
+
+
+def test_resnet50_engine_reused_then_rebuilt_on_config_change(tiny_resnet):
+    args = ("--action=generate_engines", "--benchmarks=resnet50", "--model_variant=tiny", "--scenarios=Offline")
+    run_main(*args, env=tiny_resnet, check=True)
+    r = run_main(*args, env=tiny_resnet, check=True)
+    assert "[engine] reuse" in r.stdout and "[engine] build" not in r.stdout
+    r = run_main(*args, "--cpu_threads=1", env=tiny_resnet, check=True)
+    assert "[engine] build" in r.stdout
+    eng = Path(r.stdout.split("[generate_engines] resnet50 Offline: ")[1].split()[0])
+    assert eng.name == "resnet50-b8-fp32.onnx" and "AMD" in str(eng) or "CPU" in str(eng) or "Intel" in str(eng)
+    meta = json.loads(eng.with_name(eng.name + ".json").read_text())
+    assert meta["spec"]["intra_op_threads"] == 1 and meta["config_hash"]
+    r = run_main(*args, "--gpu_batch_size=4", env=tiny_resnet, check=True)
+    assert "resnet50-b4-fp32.onnx" in r.stdout
+
+
+def test_resnet50_fast_flag_sets_one_minute_and_is_marked(tiny_resnet, tmp_path):
+    from code.common.runner import user_conf_text
+    from code.main import plan
+
+    _, settings = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--test_run"])
+    conf = user_conf_text(settings[0], "PerformanceOnly")
+    assert "resnet50.Offline.min_duration = 60000" in conf and "resnet50.Offline.min_query_count = 1" in conf
+
+
+def test_null_backend_and_caching_processor_through_loadgen(tiny_resnet, tmp_path):
+    """The null processor measures harness overhead; the caching one answers repeats from memory."""
+    from code.common.runner import run_one
+    from code.main import plan
+
+    _, settings = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--model_variant=tiny",
+                        "--min_duration=1000", "--min_query_count=1", "--offline_expected_qps=20000"])
+    m = run_one(settings[0], "PerformanceOnly", tmp_path / "null", null_processor=True, echo=lambda *_: None)
+    assert m["status"] == "ok" and m["metric_value"] > 2000
