@@ -52,4 +52,4 @@ def systems_dir() -> Path:
 
 
 def data_maps_dir() -> Path:
-    return REPO_ROOT / "data_maps"
+    return Path(os.environ.get("MLPERF_DATA_MAPS_DIR", REPO_ROOT / "data_maps"))

@@ -1,0 +1,141 @@
+"""Harness overhead benchmark for ResNet50 on ONNX Runtime (CPU). Prints figures; asserts nothing.
+
+Uses the full-size ResNet50-v1.5 architecture (torchvision, random weights, the MLPerf ONNX
+interface) at 224x224 so the figures compare with ../shared/FACTS.md, in a private scratch folder.
+
+  (a) raw backend samples/s: a tight loop over the same engine, batch size and threads
+  (b) harness Offline samples/s through LoadGen
+  (c) b/a (goal >= 0.98)
+  (d) SingleStream p90 latency minus the raw batch-1 p90 latency
+  (e) null-backend harness Offline throughput (the harness's own ceiling)
+
+usage: python scripts/bench_harness.py [--batch 8] [--seconds 30] [--tiny]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def prepare(root: Path, tiny: bool) -> dict:
+    """Model, val_map and preprocessed data for the bench, in a private scratch."""
+    env = {"MLPERF_BUILD_DIR": str(root / "build"), "MLPERF_SCRATCH_PATH": str(root / "scratch"),
+           "MLPERF_DATA_MAPS_DIR": str(root / "data_maps")}
+    os.environ.update(env)
+    from code.common import paths
+    from code.resnet50 import model
+
+    if tiny:
+        for action in ("download_model", "download_data", "preprocess_data"):
+            subprocess.run([sys.executable, "-m", "code.main", f"--action={action}", "--benchmarks=resnet50",
+                            "--model_variant=tiny"], cwd=REPO, check=True, env={**os.environ})
+        return env
+    onnx_path = paths.models_dir("resnet50") / model.ONNX_NAME
+    if not onnx_path.exists():
+        import torch
+        import torchvision
+
+        torch.manual_seed(0)
+        net = model.WithArgmax(torchvision.models.resnet50(num_classes=1001)).eval()
+        onnx_path.parent.mkdir(parents=True, exist_ok=True)
+        torch.onnx.export(net, (torch.zeros(1, 3, 224, 224),), str(onnx_path), input_names=[model.INPUT],
+                          output_names=list(model.OUTPUTS), opset_version=17, dynamo=False,
+                          dynamic_axes={model.INPUT: {0: "b"}, model.OUTPUTS[0]: {0: "b"}, model.OUTPUTS[1]: {0: "b"}})
+    vm = paths.data_maps_dir() / "imagenet" / "val_map.txt"
+    vm.parent.mkdir(parents=True, exist_ok=True)
+    vm.write_text("".join(f"ILSVRC2012_val_{i + 1:08d}.JPEG {i % 1000}\n" for i in range(1024)))
+    pre = paths.preprocessed_dir("imagenet") / "val_uint8_nchw_224.npy"
+    if not pre.exists():
+        pre.parent.mkdir(parents=True, exist_ok=True)
+        np.save(pre, np.random.default_rng(0).integers(0, 256, (1024, 3, 224, 224), dtype=np.uint8))
+    return env
+
+
+def settings_for(scenario: str, extra: list[str], tiny: bool):
+    from code.main import plan
+
+    args = ["--action=run_harness", "--benchmarks=resnet50", f"--scenarios={scenario}", *extra]
+    if tiny:
+        args.append("--model_variant=tiny")
+    return plan(args)[1][0]
+
+
+def raw_loop(settings, seconds: float) -> tuple[float, float]:
+    """(samples/s, p90 batch latency ms) over the same engine file and spec the harness uses."""
+    from code.common.backends import get_backend
+    from code.resnet50.harness import ResNet50Benchmark
+
+    b = ResNet50Benchmark(settings)
+    engine = get_backend(settings.backend).load(b.generate_engines()[0], b.engine_spec())
+    qsl = b.make_qsl()
+    qsl.load(range(qsl.performance_count))
+    bs = b.engine_spec().batch_size
+    feeds = {"input_tensor:0": qsl.batch(list(range(bs)))}
+    for _ in range(3):
+        engine.infer(feeds)
+    lat, n, t0 = [], 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        t = time.perf_counter()
+        engine.infer(feeds)
+        lat.append(time.perf_counter() - t)
+        n += bs
+    return n / (time.perf_counter() - t0), float(np.percentile(lat, 90) * 1e3)
+
+
+def harness(settings, mode_dir: Path, null: bool = False) -> dict:
+    from code.common.runner import run_one
+
+    return run_one(settings, "PerformanceOnly", mode_dir, null_processor=null)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=30.0, help="duration of each measurement")
+    ap.add_argument("--tiny", action="store_true", help="use the tiny variant instead of full-size ResNet50")
+    ap.add_argument("--root", default=str(REPO / "build" / "bench_harness"))
+    a = ap.parse_args()
+    prepare(Path(a.root), a.tiny)
+    dur = int(a.seconds * 1000)
+    off = settings_for("Offline", [f"--gpu_batch_size={a.batch}", f"--min_duration={dur}", "--min_query_count=1"], a.tiny)
+    raw_qps, _ = raw_loop(off, a.seconds)
+    expected = f"--offline_expected_qps={raw_qps:.1f}"
+    off = settings_for("Offline", [f"--gpu_batch_size={a.batch}", f"--min_duration={dur}", "--min_query_count=1", expected], a.tiny)
+    m_off = harness(off, Path(a.root) / "logs" / "offline")
+    ss = settings_for("SingleStream", [f"--min_duration={dur}", "--min_query_count=64"], a.tiny)
+    _, raw_p90_b1 = raw_loop(ss, a.seconds)
+    ss = settings_for("SingleStream", [f"--min_duration={dur}", "--min_query_count=64",
+                                       f"--single_stream_expected_latency_ns={int(raw_p90_b1 * 1e6)}"], a.tiny)
+    m_ss = harness(ss, Path(a.root) / "logs" / "singlestream")
+    null = settings_for("Offline", [f"--gpu_batch_size={a.batch}", "--min_duration=10000", "--min_query_count=1",
+                                    "--offline_expected_qps=400000"], a.tiny)
+    m_null = harness(null, Path(a.root) / "logs" / "null", null=True)
+    fig = {
+        "model": "tiny ResNet50" if a.tiny else "ResNet50-v1.5 (random weights, 224x224)",
+        "batch": a.batch, "threads": off.cpu_threads or len(os.sched_getaffinity(0)),
+        "a_raw_samples_per_s": round(raw_qps, 2),
+        "b_harness_offline_samples_per_s": round(m_off["metric_value"], 2), "b_validity": m_off["result_validity"],
+        "c_ratio_b_over_a": round(m_off["metric_value"] / raw_qps, 4),
+        "raw_batch1_p90_ms": round(raw_p90_b1, 3),
+        "harness_singlestream_p90_ms": round(m_ss["metric_value"] / 1e6, 3), "ss_validity": m_ss["result_validity"],
+        "d_ss_p90_minus_raw_ms": round(m_ss["metric_value"] / 1e6 - raw_p90_b1, 3),
+        "e_null_backend_offline_samples_per_s": round(m_null["metric_value"], 1),
+    }
+    for k, v in fig.items():
+        print(f"{k:40s} {v}")
+    (Path(a.root) / "figures.json").write_text(json.dumps(fig, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""`make demo`: the tiny variant end to end on this machine, every step through the real CLI.
+
+download_model, download_data, preprocess_data, generate_engines, then PerformanceOnly and
+AccuracyOnly in Offline and SingleStream, all with --fast, then the summary table read from
+metadata.json. Exit code: 0 when every run finished (INVALID results are reported, not errors).
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def step(args: list[str]) -> None:
+    cmd = [sys.executable, "-m", "code.main", *args]
+    print(f"\n$ python -m code.main {' '.join(args)}", flush=True)
+    t0 = time.time()
+    r = subprocess.run(cmd, cwd=REPO)
+    print(f"  ({time.time() - t0:.1f}s)", flush=True)
+    if r.returncode != 0:
+        sys.exit(r.returncode)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--benchmarks", default="resnet50")
+    ap.add_argument("--scenarios", default="Offline,SingleStream")
+    a = ap.parse_args()
+    t0 = time.time()
+    sys.path.insert(0, str(REPO))
+    from code.common import paths, runner
+
+    logs = paths.logs_dir() / f"demo-{runner.timestamp()}"
+    common = [f"--benchmarks={a.benchmarks}", "--model_variant=tiny"]
+    for action in ("download_model", "download_data", "preprocess_data"):
+        step([f"--action={action}", *common])
+    step(["--action=generate_engines", *common, f"--scenarios={a.scenarios}"])
+    for mode in ("PerformanceOnly", "AccuracyOnly"):
+        step(["--action=run_harness", *common, f"--scenarios={a.scenarios}", f"--test_mode={mode}", "--fast",
+              f"--log_dir={logs}"])
+    print()
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "print_harness_result.py"), str(logs)], cwd=REPO)
+    print(f"\ndemo finished in {time.time() - t0:.0f}s")
+    return r.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
