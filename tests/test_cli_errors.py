@@ -91,3 +91,18 @@ def test_help_lists_every_cli_field(harness_env):
     for f in registry():
         if f.cli:
             assert f"--{f.name}" in r.stdout
+
+
+def test_onnxruntime_rejects_reduced_precision(tiny_resnet):
+    r = run_main("--action=generate_engines", "--benchmarks=resnet50", "--model_variant=tiny", "--scenarios=Offline",
+                 "--precision=int8", env=tiny_resnet)
+    _assert_user_error(r, 2, "fp32", "--precision=fp32")
+
+
+def test_docs_flags_md_is_generated_from_the_schema():
+    from code.common import paths
+    from code.common.args import render_markdown
+    from code.common.fields import registry
+
+    assert (paths.REPO_ROOT / "docs" / "flags.md").read_text() == render_markdown(registry()), \
+        "docs/flags.md is stale: run `python -m code.main --action=docs`"
