@@ -60,5 +60,9 @@ def audit_config(test: str, rnd: Round, bench: RoundBenchmark, scenario: str,
         for key, value in bench.test04_extra.get(scenario, {}).items():
             lines.append(f"{model}.{scenario}.{key} = {value}")
     for key, value in (extra or {}).items():
-        lines.append(f"{model}.{scenario}.{key} = {value}")
+        # LoadGen re-applies audit.config for model "*" at StartTest, so a wildcard line for the
+        # same key would win over a model-specific one: drop every earlier line for the key.
+        lines = [ln for ln in lines if ln.startswith("#") or "=" not in ln
+                 or not ln.split("=")[0].strip().endswith("." + key)]
+        lines += [f"*.{scenario}.{key} = {value}", f"{model}.{scenario}.{key} = {value}"]
     return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ Everything not chosen is reported with the reason, so ``make update_results`` ca
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Iterable
@@ -39,11 +40,16 @@ class Run:
 
     @property
     def when(self) -> float:
+        """Finish time (epoch seconds) from metadata: a number or an ISO-8601 string; 0 if unknown."""
         v = self.meta.get("finished") or self.meta.get("started") or 0
         try:
             return float(v)
         except (TypeError, ValueError):
-            return 0.0   # ISO strings sort as 0; ties break by path below
+            pass
+        try:
+            return dt.datetime.fromisoformat(str(v)).timestamp()
+        except ValueError:
+            return 0.0
 
     @property
     def min_duration_ms(self) -> int | None:

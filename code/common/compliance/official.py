@@ -1,0 +1,72 @@
+"""Run the official compliance scripts from a local mlcommons/inference checkout
+($MLPERF_INFERENCE_DIR) on the same logs we verified, and report where they disagree with us.
+
+The official scripts write verify_*.txt into their working directory, so each call gets a
+throw-away working directory; the submission logs are only read (linked, never copied or changed).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from code.common.compliance.verify import verdict_line_passed
+from code.common.errors import HarnessError
+
+
+def inference_dir() -> Path | None:
+    """$MLPERF_INFERENCE_DIR if set (checked to be a checkout), else None."""
+    raw = os.environ.get("MLPERF_INFERENCE_DIR")
+    if not raw:
+        return None
+    p = Path(raw).expanduser()
+    if not (p / "compliance" / "TEST01" / "run_verification.py").is_file():
+        raise HarnessError(f"MLPERF_INFERENCE_DIR={raw} is not a checkout of mlcommons/inference "
+                           "(no compliance/TEST01/run_verification.py)",
+                           "git clone https://github.com/mlcommons/inference and point MLPERF_INFERENCE_DIR at it, "
+                           "or unset it")
+    return p
+
+
+def run_verification(test: str, root: Path, *, reference_perf: Path, reference_acc: Path | None,
+                     audit_dir: Path, timeout: float = 1800) -> dict:
+    """Run ``compliance/<test>/run_verification.py``; return its verdicts and output."""
+    script = root / "compliance" / test / "run_verification.py"
+    with tempfile.TemporaryDirectory(prefix=f"official-{test}-") as tmp:
+        tmp = Path(tmp)
+        results = tmp / "results"
+        (results / "performance" / "run_1").mkdir(parents=True)
+        for f in ("mlperf_log_detail.txt", "mlperf_log_summary.txt"):
+            os.symlink((reference_perf / f).resolve(), results / "performance" / "run_1" / f)
+        if reference_acc is not None:
+            (results / "accuracy").mkdir()
+            os.symlink((reference_acc / "mlperf_log_accuracy.json").resolve(),
+                       results / "accuracy" / "mlperf_log_accuracy.json")
+        cwd = tmp / "cwd"
+        cwd.mkdir()
+        out = tmp / "out"
+        r = subprocess.run([sys.executable, str(script), "-r", str(results), "-c", str(audit_dir.resolve()),
+                            "-o", str(out)], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        res = {"returncode": r.returncode, "output": (r.stdout + r.stderr)[-6000:], "script": str(script)}
+        for kind in ("accuracy", "performance"):
+            f = out / test / f"verify_{kind}.txt"
+            if f.is_file():
+                text = f.read_text()
+                res[kind] = {"passed": verdict_line_passed(text), "text": text}
+    return res
+
+
+def disagreements(test: str, ours: dict[str, bool], official: dict) -> list[str]:
+    """Lines naming each verdict where the official script and ours differ (or it produced none)."""
+    out = []
+    for kind, passed in ours.items():
+        theirs = official.get(kind)
+        if theirs is None:
+            out.append(f"{test} {kind}: the official script wrote no verify_{kind}.txt "
+                       f"(exit {official.get('returncode')}); see verification.json")
+        elif theirs["passed"] != passed:
+            out.append(f"{test} {kind}: official script says {'PASS' if theirs['passed'] else 'FAIL'}, "
+                       f"ours says {'PASS' if passed else 'FAIL'}")
+    return out

@@ -1,0 +1,59 @@
+"""Read accuracy figures from an accuracy.txt the way the submission checker does, and judge them
+against the round's targets (and the harness's BenchmarkSpec.accuracy_targets when given)."""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+# The checker's patterns for the metrics our benchmarks report (one value per line), widened to
+# accept a minus sign: the checker cannot read a negative score and calls it missing; we report it.
+PATTERNS = {
+    "acc": r"^(?:\{\"accuracy|accuracy)[\": ]*=?\s*(-?[\d\.]+).*",
+    "CLIP_SCORE": r".*'CLIP_SCORE':\s+'?(-?[\d.]+).*",
+    "FID_SCORE": r".*'FID_SCORE':\s+'?(-?[\d.]+).*",
+}
+HASH = re.compile(r"^hash=([\w\d]+)$")
+
+
+def values(text: str, metrics: Iterable[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        for m in metrics:
+            pat = PATTERNS.get(m, rf".*'?{re.escape(m)}'?\s*[:=]\s*'?(-?[\d.]+).*")
+            hit = re.match(pat, line)
+            if hit and m not in out:
+                try:
+                    out[m] = float(hit.group(1).rstrip("."))
+                except ValueError:
+                    pass
+    return out
+
+
+def has_hash(text: str) -> bool:
+    return any(HASH.match(line.strip()) for line in text.splitlines())
+
+
+def judge(found: dict[str, float], minimum: dict[str, float], maximum: dict[str, float],
+          spec_targets: Iterable[dict[str, Any]] = ()) -> list[str]:
+    """One line per unmet target (empty list: all met). Missing metrics are unmet."""
+    problems = []
+    for m, lo in minimum.items():
+        if m not in found:
+            problems.append(f"{m} not found in accuracy.txt")
+        elif found[m] < lo:
+            problems.append(f"{m} = {found[m]:.6g} is below the target {lo:.6g}")
+    for m, hi in maximum.items():
+        if m in found and found[m] > hi:
+            problems.append(f"{m} = {found[m]:.6g} is above the upper limit {hi:.6g}")
+    for t in spec_targets:
+        m = t.get("metric")
+        if m is None or m in minimum or m in maximum:
+            continue
+        v = found.get(m)
+        if v is None:
+            continue
+        if t.get("min") is not None and v < t["min"]:
+            problems.append(f"{m} = {v:.6g} is below the harness target {t['min']:.6g}")
+        if t.get("max") is not None and v > t["max"]:
+            problems.append(f"{m} = {v:.6g} is above the harness limit {t['max']:.6g}")
+    return problems

@@ -1,0 +1,187 @@
+"""``make export_submission``: build/submission/<division>/<SUBMITTER>/ in the official layout of
+the round, then build/mlperf_submission_<SUBMITTER>.tar.gz (+ .sha1).
+
+v6.x layout (what ``submission_checker --version v6.1`` reads):
+
+    results/<system>/<benchmark>/<scenario>/{performance/run_1, accuracy, TEST01, TEST04,
+        measurements.json, user.conf, mlperf.conf, README.md, calibration_process.adoc}
+    systems/<system>.json
+    src/                      this harness's source (git-tracked and untracked-not-ignored files)
+    documentation/            README.md, calibration.md
+
+Only the official files are exported (our metadata.json / verification.json stay in the staged
+tree). Accuracy logs must already be truncated (``make truncate_results``). The export is built
+beside the old one and swapped in whole.
+
+Run: ``python -m code.common.submission.export [--submitter ORG] [--division closed]``.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from code.common import paths
+from code.common.errors import HarnessError
+from code.common.fileio import staged_dir, staged_path, write_text
+from code.common.submission import rounds
+from code.common.submission.accuracy import has_hash
+from code.common.submission.stage import check_name, staging_root
+from code.common.submission.tree import link_or_copy, link_tree
+from code.common.submission.truncate import MAX_TRUNCATED
+
+PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json")
+ACC_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json", "accuracy.txt")
+TEST01_ACC_FILES = ("mlperf_log_accuracy.json", "accuracy.txt", "baseline_accuracy.txt", "compliance_accuracy.txt")
+MEASURE_FILES = ("user.conf", "mlperf.conf", "README.md", "calibration_process.adoc")
+SRC_EXCLUDE_TOP = ("results", "compliance", "measurements", "build")
+
+
+def export_root() -> Path:
+    return paths.build_dir() / "submission"
+
+
+def _copy_some(src: Path, dst: Path, names) -> None:
+    for n in names:
+        if (src / n).is_file():
+            link_or_copy(src / n, dst / n)
+
+
+def _check_truncated(acc_dir: Path) -> None:
+    log, txt = acc_dir / "mlperf_log_accuracy.json", acc_dir / "accuracy.txt"
+    if not log.is_file():
+        return
+    if log.stat().st_size > MAX_TRUNCATED or not (txt.is_file() and has_hash(txt.read_text())):
+        raise HarnessError(f"{log} is not truncated ({log.stat().st_size} bytes, "
+                           f"{'hash recorded' if txt.is_file() and has_hash(txt.read_text()) else 'no hash in accuracy.txt'})",
+                           "make truncate_results")
+
+
+def source_files(repo: Path) -> list[str]:
+    """Files of the harness to ship as src/: git's tracked + untracked-not-ignored files."""
+    try:
+        r = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, timeout=60)
+        names = [n for n in r.stdout.decode().split("\0") if n] if r.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired):
+        names = []
+    if not names:
+        names = [str(p.relative_to(repo)) for top in ("code", "configs", "docs", "scripts", "systems", "tests")
+                 for p in (repo / top).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+        names += [n for n in ("Makefile", "README.md", "requirements.txt", "requirements-gpu.txt") if (repo / n).is_file()]
+    out = []
+    for n in names:
+        parts = Path(n).parts
+        if not parts or parts[0] in SRC_EXCLUDE_TOP or parts[0].startswith("."):
+            continue
+        if parts[0] == "systems" and len(parts) == 2 and n.endswith(".json"):
+            continue                       # staged system descriptions are exported under systems/
+        if (repo / n).is_file():
+            out.append(n)
+    return sorted(set(out))
+
+
+def export(*, submitter: str, division: str, version: str | None = None, root: Path | None = None,
+           out: Path | None = None, repo: Path | None = None, tarball: bool = True, log=print) -> Path:
+    submitter, division = check_name("submitter", submitter), check_name("division", division)
+    rnd = rounds.current(version)
+    if not rnd.results_hold_compliance:
+        raise HarnessError(f"export for {rnd.version} (pre-v6 layout) is not implemented", "use --version v6.1")
+    root = Path(root or staging_root())
+    out = Path(out or export_root())
+    repo = Path(repo or paths.REPO_ROOT)
+    results = root / "results"
+    if not results.is_dir() or not any(results.iterdir()):
+        raise HarnessError(f"nothing staged in {results}", "make update_results")
+    with staged_dir(out) as tmp:
+        sub = tmp / division / submitter
+        systems = set()
+        for scen_dir in sorted(p for p in results.glob("*/*/*") if p.is_dir()):
+            system, bench, scen = scen_dir.relative_to(results).parts
+            if not (scen_dir / "performance" / "run_1" / "mlperf_log_detail.txt").is_file():
+                # the official checker cannot read a scenario without a performance log (it crashes)
+                log(f"[export_submission] skipped {system}/{bench}/{scen}: no performance run staged")
+                continue
+            systems.add(system)
+            dst = sub / "results" / system / bench / scen
+            _copy_some(scen_dir / "performance" / "run_1", dst / "performance" / "run_1", PERF_FILES)
+            if (scen_dir / "accuracy").is_dir():
+                _check_truncated(scen_dir / "accuracy")
+                _copy_some(scen_dir / "accuracy", dst / "accuracy", ACC_FILES)
+                if (scen_dir / "accuracy" / "images").is_dir():
+                    link_tree(scen_dir / "accuracy" / "images", dst / "accuracy" / "images")
+            comp = root / "compliance" / system / bench / scen
+            for test_dir in sorted(p for p in comp.glob("TEST*") if p.is_dir()) if comp.is_dir() else []:
+                t = dst / test_dir.name
+                _copy_some(test_dir, t, ("verify_accuracy.txt", "verify_performance.txt"))
+                _copy_some(test_dir / "performance" / "run_1", t / "performance" / "run_1", PERF_FILES[:2])
+                if (test_dir / "accuracy").is_dir():
+                    _check_truncated(test_dir / "accuracy")
+                    _copy_some(test_dir / "accuracy", t / "accuracy", TEST01_ACC_FILES)
+            meas = root / "measurements" / system / bench / scen
+            if meas.is_dir():
+                _copy_some(meas, dst, MEASURE_FILES)
+                mj = meas / f"{system}_{scen}.json"
+                if mj.is_file():
+                    link_or_copy(mj, dst / "measurements.json")
+        for system in sorted(systems):
+            sj = root / "systems" / f"{system}.json"
+            if sj.is_file():
+                link_or_copy(sj, sub / "systems" / f"{system}.json")
+        for name in source_files(repo):
+            link_or_copy(repo / name, sub / "src" / name)
+        write_text(sub / "src" / "SUBMISSION.md",
+                   f"# {submitter} MLPerf Inference {rnd.version} submission source\n\n"
+                   "This is the harness that produced the results. Start with README.md (if present) and\n"
+                   "each results/<system>/<benchmark>/<scenario>/README.md for the exact commands.\n")
+        write_text(sub / "documentation" / "README.md",
+                   f"# {submitter} MLPerf Inference {rnd.version}\n\nResults were produced with the open harness "
+                   "in `src/`; every scenario directory holds a README.md with the commands to reproduce it.\n")
+        write_text(sub / "documentation" / "calibration.md",
+                   "# Calibration\n\nSee calibration_process.adoc in each results/<system>/<benchmark>/<scenario>/.\n")
+    final = out / division / submitter
+    log(f"[export_submission] {final} ({rnd.version} layout)")
+    if tarball:
+        tar = pack(out, submitter, log)
+        log(f"[export_submission] {tar}")
+    return final
+
+
+def pack(export_dir: Path, submitter: str, log=print) -> Path:
+    """mlperf_submission_<SUBMITTER>.tar.gz of the divisions under ``export_dir`` plus its .sha1."""
+    tar = export_dir.parent / f"mlperf_submission_{submitter}.tar.gz"
+    with staged_path(tar, suffix=".tar.gz") as tmp:
+        with tarfile.open(tmp, "w:gz") as tf:
+            for division in sorted(p.name for p in export_dir.iterdir() if p.is_dir()):
+                tf.add(export_dir / division, arcname=division)
+    h = hashlib.sha1()
+    with open(tar, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    write_text(tar.with_suffix("").with_suffix(".sha1"), f"{h.hexdigest()}  {tar.name}\n")
+    return tar
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m code.common.submission.export")
+    p.add_argument("--submitter", default=os.environ.get("SUBMITTER", "OpenHarness"))
+    p.add_argument("--division", default=os.environ.get("DIVISION", "closed"))
+    p.add_argument("--version", default=os.environ.get("MLPERF_ROUND"))
+    p.add_argument("--root", help="staging root (default: repository root or $MLPERF_STAGING_ROOT)")
+    p.add_argument("--no-tarball", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        export(submitter=a.submitter, division=a.division, version=a.version,
+               root=Path(a.root) if a.root else None, tarball=not a.no_tarball)
+    except HarnessError as e:
+        print(e.render(), file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

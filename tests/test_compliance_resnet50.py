@@ -1,0 +1,116 @@
+"""Compliance audits end to end on the tiny ResNet50: the real CLI, runner, LoadGen and ONNX Runtime.
+
+Runs use a private build/ (own build/logs, so the audit's reference runs are exactly these).
+Performance runs are short (4 s); the audit's performance verdict is a ±10% comparison on a
+shared CPU, so a failing performance verdict is retried once before it counts.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_main
+
+SHORT = ("--min_duration=4000", "--min_query_count=64")
+BASE = ("--benchmarks=resnet50", "--model_variant=tiny", "--scenarios=Offline")
+
+
+@pytest.fixture(scope="module")
+def env(tiny_resnet, tmp_path_factory):
+    e = dict(tiny_resnet, MLPERF_BUILD_DIR=str(tmp_path_factory.mktemp("audit") / "build"))
+    for mode in ("PerformanceOnly", "AccuracyOnly"):
+        r = run_main("--action=run_harness", *BASE, f"--test_mode={mode}", *SHORT, env=e)
+        assert r.returncode == 0, r.stdout + r.stderr
+    return e
+
+
+def _audit_dir(env, test):
+    return next((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / test).glob("*/resnet50/Offline"))
+
+
+def _audit(env, test, *extra, retry=True):
+    for attempt in range(2 if retry else 1):
+        r = run_main("--action=run_audit_harness", f"--audit_test={test}", *BASE, *SHORT, *extra, env=env)
+        d = next((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / test).glob("*/resnet50/Offline"))
+        rec = json.loads((d / "verification.json").read_text())
+        if rec.get("accepted") or not rec.get("performance") or rec.get("accuracy", {}).get("passed") is False:
+            break
+    return r, d, rec
+
+
+def test_compliance_resnet50_offline_test01_pass(env):
+    r, d, rec = _audit(env, "TEST01")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert rec["passed"] and rec["accuracy"]["num_perf_log_data_mismatch"] == 0
+    assert rec["accuracy"]["num_perf_log_entries"] > 0
+    assert "TEST PASS" in (d / "verify_accuracy.txt").read_text()
+    assert "TEST PASS" in (d / "verify_performance.txt").read_text()
+    md = json.loads((d / "metadata.json").read_text())
+    assert md["audit_test"] == "TEST01" and md["status"] == "ok"
+    assert md["effective"]["effective_accuracy_log_rng_seed"] == 720381539243781796
+    assert md["effective"]["effective_accuracy_log_sampling_target"] == 4096
+    assert not (d / "audit.config").exists()
+    assert "[audit] TEST01: TEST PASS" in r.stdout
+
+
+def test_compliance_resnet50_offline_test04_pass(env):
+    r, d, rec = _audit(env, "TEST04")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert rec["passed"], (d / "verify_performance.txt").read_text()
+    md = json.loads((d / "metadata.json").read_text())
+    assert md["effective"]["effective_performance_issue_same"] is True
+    assert md["effective"]["effective_performance_issue_same_index"] == 3
+
+
+def test_compliance_resnet50_offline_test04_cached_responses_fail(env):
+    r, d, rec = _audit(env, "TEST04", "--use_cached_responses", retry=False)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert not rec["passed"]
+    assert "TEST FAIL" in (d / "verify_performance.txt").read_text()
+    assert "error: TEST04 failed for resnet50 Offline" in r.stdout + r.stderr
+
+
+def test_compliance_resnet50_offline_test01_corrupted_entry_fails(env, tmp_path, monkeypatch):
+    """One corrupted result in the accuracy-mode log: the byte comparison fails (TEST FAIL); the
+    non-deterministic fallback then scores both subsets with the benchmark's own accuracy code."""
+    from code.common.benchmarks import implementation
+    from code.common.compliance.audit import reference_runs, verify_audit_dir
+    from code.common.submission import rounds
+    from code.main import plan
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    if not list((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / "TEST01").glob("*/resnet50/Offline")):
+        _audit(env, "TEST01")
+    d = _audit_dir(env, "TEST01")
+    system = d.parts[-3]
+    _, acc = reference_runs(system, "resnet50", "Offline")
+    bad = tmp_path / "acc"
+    shutil.copytree(acc.dir, bad)
+    logged = {e["qsl_idx"] for e in json.loads((d / "mlperf_log_accuracy.json").read_text())}
+    entries = json.loads((bad / "mlperf_log_accuracy.json").read_text())
+    victim = next(e for e in entries if e["qsl_idx"] in logged)
+    victim["data"] = ("00" if victim["data"][:2] != "00" else "01") + victim["data"][2:]
+    (bad / "mlperf_log_accuracy.json").write_text(json.dumps(entries))
+    work = tmp_path / "audit"
+    shutil.copytree(d, work)
+    perf, _ = reference_runs(system, "resnet50", "Offline")
+    _, settings = plan(["--action=run_harness", *BASE])
+    bench = implementation(settings[0].spec)(settings[0])
+    rec = verify_audit_dir("TEST01", work, perf_ref=perf.dir, acc_ref=bad, rb=rounds.current().benchmark("resnet50"),
+                           scorer=bench.accuracy, run_official=True)
+    text = (work / "verify_accuracy.txt").read_text()
+    assert "TEST FAIL" in text and "num_perf_log_data_mismatch = 0" not in text
+    assert not rec["passed"] and rec["accuracy"]["num_perf_log_data_mismatch"] >= 1
+    fb = rec["fallback"]
+    assert fb["applied"] and (work / "accuracy" / "baseline_accuracy.txt").is_file()
+    assert not rec["errors"], rec["errors"]          # the official script (if configured) agrees
+
+
+def test_compliance_resnet50_test06_not_applicable(env):
+    r = run_main("--action=run_audit_harness", "--audit_test=TEST06", *BASE, *SHORT, env=env)
+    assert r.returncode == 2
+    assert "TEST06 is not applicable to resnet" in r.stderr

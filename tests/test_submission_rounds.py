@@ -1,0 +1,54 @@
+"""The round table matches the installed LoadGen: seeds, model names, Offline/Server settings."""
+import pytest
+
+from code.common.compliance import audit_config as ac
+from code.common.errors import HarnessError
+from code.common.submission import mlperf_conf, rounds
+
+
+def test_submission_round_matches_installed_loadgen():
+    rnd = rounds.current()
+    assert rnd.version == "v6.1"
+    conf = mlperf_conf.parse(mlperf_conf.text())
+    for key, value in rnd.seeds.items():
+        assert int(mlperf_conf.lookup(conf, "resnet50", "Offline", key)) == value
+    for mlperf_name, rb in rnd.benchmarks.items():
+        psc = mlperf_conf.lookup(conf, rb.loadgen_model, "Offline", "performance_sample_count_override")
+        assert int(psc) == rb.performance_sample_count, mlperf_name
+        assert int(mlperf_conf.lookup(conf, rb.loadgen_model, "SingleStream", "min_duration")) == rnd.min_duration_ms
+
+
+def test_submission_round_names_v61():
+    rnd = rounds.V6_1
+    assert rnd.benchmark("resnet50").name == "resnet"
+    assert rnd.benchmark("stable-diffusion-xl").name == "stable-diffusion-xl"
+    assert rnd.benchmark("resnet50").required_scenarios("edge") == ("SingleStream", "MultiStream", "Offline")
+    assert rnd.benchmark("resnet50").required_scenarios("datacenter") is None
+    assert rnd.benchmark("stable-diffusion-xl").required_scenarios("edge") == ("SingleStream", "Offline")
+    with pytest.raises(HarnessError):
+        rnd.benchmark("bert")
+
+
+def test_submission_mlperf_conf_extract_rejects_other_text():
+    blob = b"xx\0# The format of this config file is 'key = value'.\n*.*.mode = 2\n\0yy"
+    with pytest.raises(HarnessError):
+        mlperf_conf.extract(blob)
+
+
+def test_compliance_audit_config_texts():
+    rnd = rounds.V6_1
+    t1 = ac.audit_config("TEST01", rnd, rnd.benchmark("resnet50"), "Offline")
+    assert "*.*.mode = 2" in t1 and "*.*.accuracy_log_rng_seed = 720381539243781796" in t1
+    assert "resnet50.Offline.accuracy_log_sampling_target = 4096" in t1
+    t1s = ac.audit_config("TEST01", rnd, rnd.benchmark("stable-diffusion-xl"), "SingleStream")
+    assert "stable-diffusion-xl.SingleStream.accuracy_log_sampling_target = 128" in t1s
+    t4 = ac.audit_config("TEST04", rnd, rnd.benchmark("stable-diffusion-xl"), "Offline")
+    for line in ("*.Offline.performance_issue_unique = 0", "*.Offline.performance_issue_same = 1",
+                 "*.Offline.performance_issue_same_index = 3", "stable-diffusion-xl.Offline.min_query_count = 500"):
+        assert line in t4
+    assert "min_query_count" not in ac.audit_config("TEST04", rnd, rnd.benchmark("resnet50"), "Offline")
+    # extras replace the wildcard line for the same key (LoadGen re-applies "*." keys at StartTest)
+    t1x = ac.audit_config("TEST01", rnd, rnd.benchmark("resnet50"), "Offline", {"accuracy_log_sampling_target": 64})
+    assert "*.*.accuracy_log_sampling_target" not in t1x and "*.Offline.accuracy_log_sampling_target = 64" in t1x
+    with pytest.raises(HarnessError, match="not applicable"):
+        ac.audit_config("TEST06", rnd, rnd.benchmark("resnet50"), "Offline")
