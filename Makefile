@@ -79,12 +79,14 @@ docs: venv
 	$(MAIN) --action=docs
 
 # The tiny variant end to end on this machine (CPU fallback), all with --fast.
-DEMO_BENCHMARKS ?= resnet50
+DEMO_BENCHMARKS ?= resnet50,sdxl
 demo: venv
 	$(PY) scripts/demo.py --benchmarks=$(DEMO_BENCHMARKS)
 
 bench: venv
+	$(PY) -m pip install -q -r requirements-bench.txt
 	$(PY) scripts/bench_harness.py
+	$(PY) scripts/bench_sdxl.py
 
 test: venv
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)

@@ -27,7 +27,7 @@ def step(args: list[str]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--benchmarks", default="resnet50")
+    ap.add_argument("--benchmarks", default="resnet50,sdxl")
     ap.add_argument("--scenarios", default="Offline,SingleStream")
     a = ap.parse_args()
     t0 = time.time()

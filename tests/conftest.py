@@ -41,5 +41,13 @@ def tiny_resnet(harness_env) -> dict:
     return harness_env
 
 
+@pytest.fixture(scope="session")
+def tiny_sdxl(harness_env) -> dict:
+    """The tiny SDXL pipeline, scorers, captions and preprocessed tokens, built once per session."""
+    for action in ("download_model", "download_data", "preprocess_data"):
+        run_main(f"--action={action}", "--benchmarks=sdxl", "--model_variant=tiny", env=harness_env, check=True)
+    return harness_env
+
+
 def metadata_under(root: str | Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(Path(root).rglob("metadata.json"))]

@@ -23,13 +23,11 @@ ARGS = ("--benchmarks=sdxl", "--model_variant=tiny", "--scenarios=Offline", "--s
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(tmp_path_factory, tiny_sdxl):
     root = tmp_path_factory.mktemp("sdxl_audit")
-    e = {"MLPERF_BUILD_DIR": str(root / "build"), "MLPERF_SCRATCH_PATH": str(root / "scratch")}
+    e = {"MLPERF_BUILD_DIR": str(root / "build"), "MLPERF_SCRATCH_PATH": tiny_sdxl["MLPERF_SCRATCH_PATH"]}
     old = {k: os.environ.get(k) for k in e}
     os.environ.update(e)
-    for action in ("download_model", "download_data", "preprocess_data"):
-        run_main(f"--action={action}", "--benchmarks=sdxl", "--model_variant=tiny", env=e, check=True)
     run_main("--action=run_harness", *ARGS, "--test_mode=AccuracyOnly", env=e, check=True)
     run_main("--action=run_harness", *ARGS, env=e, check=True)
     yield e

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import shutil
+import sys
 from typing import Any
 
 from code.common.errors import HarnessError
@@ -122,8 +123,10 @@ def action_run_harness(cli, settings) -> int:
         print(f"[run_harness] logs in {root}; table: python scripts/print_harness_result.py {root}")
     failed = [m for m in metas if m["status"] != "ok"]
     for m in failed:
-        print(f"error: {m['benchmark']} {m['scenario']} {m['test_mode']}: {m['error']}\n  fix: see {m['log_dir']}")
-    return 4 if failed else 0
+        print(f"error: {m['benchmark']} {m['scenario']} {m['test_mode']}: {m['error']}\n"
+              f"  fix: {m.get('error_fix') or 'see ' + m['log_dir'] + ' (child_traceback.txt, mlperf_log_detail.txt)'}",
+              file=sys.stderr)
+    return max((m.get("error_exit_code") or 4 for m in failed), default=0)
 
 
 def action_run_audit_harness(cli, settings) -> int:

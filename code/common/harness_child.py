@@ -34,7 +34,12 @@ def main(request_path: str) -> int:
     try:
         run(req, stage, result)
     except BaseException as e:  # reported as data; the parent turns it into a one-line error
-        result["error"] = f"{type(e).__name__}: {e}"
+        from code.common.errors import HarnessError
+
+        if isinstance(e, HarnessError):   # a user error: keep its cause, fix command and exit code
+            result["error"], result["error_fix"], result["error_exit_code"] = e.cause, e.fix, e.exit_code
+        else:
+            result["error"] = f"{type(e).__name__}: {e}"
         (stage / "child_traceback.txt").write_text(traceback.format_exc())
     (stage / "child_result.json").write_text(json.dumps(result, indent=2, default=str))
     return 0

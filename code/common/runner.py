@@ -154,6 +154,7 @@ def build_metadata(s: RunSettings, test_mode: str, stage: Path, conf: str, child
         "config_hash": s.config_hash(), "fast": bool(s.fast),
         "settings": s.to_json()["values"], "sources": dict(s.sources), "user_conf": conf,
         "status": "ok" if ok else "error", "error": err,
+        "error_fix": child.get("error_fix"), "error_exit_code": child.get("error_exit_code"),
         "result_validity": lg["result_validity"], "valid": lg["valid"] and ok,
         "metric": lg["metric"], "metric_value": lg["metric_value"],
         "early_stopping": lg["early_stopping"], "loadgen_errors": lg["loadgen_errors"],

@@ -1,0 +1,45 @@
+"""MLPerf-fixed SDXL settings. These are rules of the benchmark, not tunables: they are not flags."""
+from __future__ import annotations
+
+NUM_STEPS = 20
+GUIDANCE_SCALE = 8.0
+NEGATIVE_PROMPT = "normal quality, low quality, worst quality, low res, blurry, nsfw, nude"
+MAX_TOKENS = 77                      # both CLIP tokenizers, padding="max_length", truncation on
+LATENT_SEED = 0                      # the official latents.npy is randn_tensor(seed 0); tiny uses the same rule
+COMPONENTS = ("clip1", "clip2", "unet", "vae")
+
+# Image side in pixels per model variant. The latent side is image side / 8 for both.
+IMAGE_SIZE = {"reference": 1024, "tiny": 128}
+LATENT_CHANNELS = 4
+VAE_SCALE = 8
+
+# Tiny variant dataset: the first TINY_SAMPLES real captions when the real file is at hand, else
+# synthetic ones. AccuracyOnly runs every sample, so this sets the tiny accuracy run's length.
+TINY_SAMPLES = 320
+TINY_SEED = 0
+
+# SDXL base 1.0 scheduler/scheduler_config.json (EulerDiscreteScheduler). Used when a model folder
+# has no scheduler config of its own.
+SCHEDULER_CONFIG = {
+    "beta_end": 0.012,
+    "beta_schedule": "scaled_linear",
+    "beta_start": 0.00085,
+    "clip_sample": False,
+    "interpolation_type": "linear",
+    "num_train_timesteps": 1000,
+    "prediction_type": "epsilon",
+    "sample_max_value": 1.0,
+    "set_alpha_to_one": False,
+    "skip_prk_steps": True,
+    "steps_offset": 1,
+    "timestep_spacing": "leading",
+    "trained_betas": None,
+    "use_karras_sigmas": False,
+}
+
+# Public Hugging Face repository of the real model.
+HF_MODEL_ID = "stabilityai/stable-diffusion-xl-base-1.0"
+
+
+def latent_side(variant: str) -> int:
+    return IMAGE_SIZE[variant] // VAE_SCALE
