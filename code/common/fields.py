@@ -187,6 +187,8 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("gpu_inference_streams", parse_int, 1, "Inference workers per device.", minimum=1),
     Field("workspace_size", parse_int, 4 << 30, "TensorRT builder workspace.", unit="bytes", engine=True, minimum=0),
     Field("cpu_threads", parse_int, 0, "ORT intra-op threads per worker (0: all cores / workers).", engine=False, minimum=0),
+    Field("cpu_spin_wait", parse_str, "auto", "ORT idle threads spin-wait (auto: only with one worker).",
+          choices=("auto", "on", "off"), engine=True),
     Field("server_batch_timeout_ms", parse_float, 2.0, "Server: max wait to fill a batch.", unit="ms",
           scenarios=("Server",), minimum=0),
     Field("use_cached_responses", parse_bool, False, "TEST ONLY: cache responses per sample (makes TEST04 fail).",

@@ -9,6 +9,7 @@ import numpy as np
 
 from code.common import paths
 from code.common.backends import EngineSpec, get_backend
+from code.common.backends.base import cpu_spin
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
 from code.common.errors import MissingDataError
@@ -110,7 +111,8 @@ class ResNet50Benchmark(Benchmark):
         return EngineSpec(name="resnet50", batch_size=s.batch_size(), precision=s.precision,
                           input_shapes={model.INPUT: (-1, 3, self.crop, self.crop)},
                           workspace_bytes=s.workspace_size,
-                          intra_op_threads=s.cpu_threads or max(1, _cores() // workers))
+                          intra_op_threads=s.cpu_threads or max(1, _cores() // workers),
+                          allow_spinning=cpu_spin(s.cpu_spin_wait, workers))
 
     def onnx_path(self) -> Path:
         p = self.model_dir / model.ONNX_NAME

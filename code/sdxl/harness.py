@@ -15,6 +15,7 @@ from pathlib import Path
 
 from code.common import paths
 from code.common.backends import EngineSpec, get_backend
+from code.common.backends.base import cpu_spin
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
 from code.common.errors import HarnessError, MissingDataError
@@ -148,7 +149,8 @@ class SDXLBenchmark(Benchmark):
         for c in COMPONENTS:
             rows = 2 * bs[c] if c == "unet" else bs[c]
             specs[c] = EngineSpec(name=c, batch_size=rows, precision=prec[c], input_shapes=input_shapes(c, cfg),
-                                  workspace_bytes=s.workspace_size, intra_op_threads=threads, device_id=device_id)
+                                  workspace_bytes=s.workspace_size, intra_op_threads=threads, device_id=device_id,
+                                  allow_spinning=cpu_spin(s.cpu_spin_wait, len(self.workers())))
         return specs
 
     def _component_configs(self) -> dict[str, dict]:

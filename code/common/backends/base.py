@@ -27,6 +27,7 @@ class EngineSpec:
     workspace_bytes: int = 4 << 30
     intra_op_threads: int = 0                   # onnxruntime; 0 = library default
     inter_op_threads: int = 1
+    allow_spinning: bool = False                # onnxruntime: idle pool threads spin (see cpu_spin)
     device_id: int = 0
     extra: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
@@ -35,6 +36,11 @@ class EngineSpec:
         d["input_shapes"] = {k: list(v) for k, v in self.input_shapes.items()}
         d["extra"] = dict(self.extra)
         return d
+
+
+def cpu_spin(setting: str, workers: int) -> bool:
+    """Resolve the cpu_spin_wait field: "auto" spins only when one worker owns the cores."""
+    return setting == "on" or (setting == "auto" and workers == 1)
 
 
 class Engine(abc.ABC):
