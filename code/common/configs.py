@@ -42,7 +42,7 @@ def load_file(path: Path) -> tuple[dict, str]:
         text = path.read_text()
     except FileNotFoundError:
         raise HarnessError(f"{path}: config file missing",
-                           f"create it with at least {{\"default\": {{}}}} (see configs/resnet50/Offline/config.json)") from None
+                           "create it with at least {\"default\": {}} (see configs/resnet50/Offline/config.json)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:

@@ -19,15 +19,14 @@ summary shown. Run: ``python -m code.common.submission.check [--input build/subm
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from code.common.cli import ArgumentParser
 from code.common import paths
 from code.common.compliance.mlperf_log import DetailLog
 from code.common.compliance.verify import verdict_line_passed
@@ -348,7 +347,7 @@ def run_official_checker(input_root: Path, submitter: str | None, version: str, 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m code.common.submission.check")
+    p = ArgumentParser(prog="python -m code.common.submission.check")
     p.add_argument("--input", default=str(paths.build_dir() / "submission"))
     p.add_argument("--submitter", default=os.environ.get("SUBMITTER"))
     p.add_argument("--version", default=os.environ.get("MLPERF_ROUND"))

@@ -17,7 +17,6 @@ Run: ``python -m code.common.submission.export [--submitter ORG] [--division clo
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import subprocess
@@ -25,6 +24,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+from code.common.cli import ArgumentParser, guarded
 from code.common import paths
 from code.common.errors import HarnessError
 from code.common.fileio import staged_dir, staged_path, write_text
@@ -167,20 +167,15 @@ def pack(export_dir: Path, submitter: str, log=print) -> Path:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m code.common.submission.export")
+    p = ArgumentParser(prog="python -m code.common.submission.export")
     p.add_argument("--submitter", default=os.environ.get("SUBMITTER", "OpenHarness"))
     p.add_argument("--division", default=os.environ.get("DIVISION", "closed"))
     p.add_argument("--version", default=os.environ.get("MLPERF_ROUND"))
     p.add_argument("--root", help="staging root (default: repository root or $MLPERF_STAGING_ROOT)")
     p.add_argument("--no-tarball", action="store_true")
     a = p.parse_args(argv)
-    try:
-        export(submitter=a.submitter, division=a.division, version=a.version,
-               root=Path(a.root) if a.root else None, tarball=not a.no_tarball)
-    except HarnessError as e:
-        print(e.render(), file=sys.stderr)
-        return e.exit_code
-    return 0
+    return guarded(export, submitter=a.submitter, division=a.division, version=a.version,
+                   root=Path(a.root) if a.root else None, tarball=not a.no_tarball)
 
 
 if __name__ == "__main__":

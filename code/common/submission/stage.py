@@ -18,7 +18,6 @@ Run: ``python -m code.common.submission.stage [--submitter ORG] [--division clos
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -27,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from code.common.cli import ArgumentParser, guarded
 from code.common import paths
 from code.common.compliance.audit import verify_audit_dir
 from code.common.errors import HarnessError
@@ -273,20 +273,15 @@ def _print_report(report: dict, log) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m code.common.submission.stage", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="python -m code.common.submission.stage", description=__doc__.split("\n")[0])
     p.add_argument("--submitter", default=os.environ.get("SUBMITTER", "OpenHarness"))
     p.add_argument("--division", default=os.environ.get("DIVISION", "closed"))
     p.add_argument("--version", default=os.environ.get("MLPERF_ROUND"), help="round, e.g. v6.1 (default: from LoadGen)")
     p.add_argument("--logs", action="append", help="log root(s) to scan (default build/logs)")
     p.add_argument("--root", help="staging root (default: repository root or $MLPERF_STAGING_ROOT)")
     a = p.parse_args(argv)
-    try:
-        stage(submitter=a.submitter, division=a.division, version=a.version, log_roots=a.logs,
-              root=Path(a.root) if a.root else None)
-    except HarnessError as e:
-        print(e.render(), file=sys.stderr)
-        return e.exit_code
-    return 0
+    return guarded(stage, submitter=a.submitter, division=a.division, version=a.version, log_roots=a.logs,
+                   root=Path(a.root) if a.root else None)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ their own dicts instead.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import re
 import shutil

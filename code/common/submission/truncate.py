@@ -11,10 +11,10 @@ Run: ``python -m code.common.submission.truncate [--root DIR]``.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from code.common.cli import ArgumentParser, guarded
 from code.common import paths
 from code.common.errors import HarnessError
 from code.common.fileio import sha256_file, staged_path
@@ -93,15 +93,10 @@ def truncate_all(root: Path, log=print) -> dict:
 def main(argv=None) -> int:
     from code.common.submission.stage import staging_root
 
-    p = argparse.ArgumentParser(prog="python -m code.common.submission.truncate")
+    p = ArgumentParser(prog="python -m code.common.submission.truncate")
     p.add_argument("--root", help="staging root (default: repository root or $MLPERF_STAGING_ROOT)")
     a = p.parse_args(argv)
-    try:
-        res = truncate_all(Path(a.root) if a.root else staging_root())
-    except HarnessError as e:
-        print(e.render(), file=sys.stderr)
-        return e.exit_code
-    return 1 if res["errors"] else 0
+    return guarded(lambda: 1 if truncate_all(Path(a.root) if a.root else staging_root())["errors"] else 0)
 
 
 if __name__ == "__main__":

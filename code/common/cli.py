@@ -1,0 +1,26 @@
+"""Small shared pieces for the command-line modules under code/ (besides code.main)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Callable
+
+from code.common.errors import HarnessError
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the harness's error shape: one line of cause, one line of fix, exit code 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        print(f"error: {message}\n  fix: run `{self.prog} --help` for the options", file=sys.stderr)
+        sys.exit(2)
+
+
+def guarded(fn: Callable[..., Any], *args, **kwargs) -> int:
+    """Call fn; a HarnessError becomes its one-line message and exit code. Returns fn's int result or 0."""
+    try:
+        rc = fn(*args, **kwargs)
+    except HarnessError as e:
+        print(e.render(), file=sys.stderr)
+        return e.exit_code
+    return rc if isinstance(rc, int) else 0
