@@ -88,7 +88,7 @@ def default_log_dir(s: RunSettings, test_mode: str, stamp: str) -> Path:
 
 
 def run_one(settings: RunSettings, test_mode: str, log_dir: str | Path, *, audit_config: str | None = None,
-            audit_test: str | None = None, null_processor: bool = False, echo=print) -> dict[str, Any]:
+            audit_test: str | None = None, null_processor: bool = False) -> dict[str, Any]:
     """Run one LoadGen test; return the metadata dict that is also written to log_dir/metadata.json."""
     log_dir = Path(log_dir)
     log_dir.parent.mkdir(parents=True, exist_ok=True)
