@@ -14,7 +14,15 @@ DIVISION ?= closed
 export MLPERF_SCRATCH_PATH ?= $(CURDIR)/build/scratch
 export PYTHONUNBUFFERED := 1
 MAIN := $(PY) -m code.main
-DATA_ARGS := --benchmarks=$(BENCHMARKS) --model_variant=$(MODEL_VARIANT)
+# NVIDIA's space-separated form (BENCHMARKS="resnet50 sdxl") becomes one comma list; "all" works too.
+EMPTY :=
+SPACE := $(EMPTY) $(EMPTY)
+COMMA := ,
+BENCHMARK_LIST := $(subst $(SPACE),$(COMMA),$(strip $(BENCHMARKS)))
+ROUND ?=
+ROUND_ARG := $(if $(strip $(ROUND)),--round=$(strip $(ROUND)))
+VERSION_ARG := $(if $(strip $(ROUND)),--version=$(strip $(ROUND)))
+DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
 .PHONY: prebuild venv build info download_model download_data preprocess_data generate_engines run_harness run \
         run_audit_harness run_audit_test01 run_audit_test04 update_results truncate_results export_submission \
@@ -35,7 +43,7 @@ build: prebuild
 	$(MAIN) --action=build
 
 info: venv
-	$(MAIN) --action=info --benchmarks=$(BENCHMARKS) $(RUN_ARGS)
+	$(MAIN) --action=info --benchmarks=$(BENCHMARK_LIST) $(ROUND_ARG) $(RUN_ARGS)
 
 download_model: venv
 	$(MAIN) --action=download_model $(DATA_ARGS) $(RUN_ARGS)
@@ -47,33 +55,33 @@ preprocess_data: venv
 	$(MAIN) --action=preprocess_data $(DATA_ARGS) $(RUN_ARGS)
 
 generate_engines: venv
-	$(MAIN) --action=generate_engines $(RUN_ARGS)
+	$(MAIN) --action=generate_engines $(ROUND_ARG) $(RUN_ARGS)
 
 run_harness: venv
-	@$(MAIN) --action=run_harness $(RUN_ARGS); rc=$$?; if [ $$rc -ne 2 ]; then $(PY) scripts/print_harness_result.py || true; fi; exit $$rc
+	@$(MAIN) --action=run_harness $(ROUND_ARG) $(RUN_ARGS); rc=$$?; if [ $$rc -ne 2 ]; then $(PY) scripts/print_harness_result.py || true; fi; exit $$rc
 
 run: generate_engines run_harness
 
 run_audit_harness: venv
-	$(MAIN) --action=run_audit_harness $(RUN_ARGS)
+	$(MAIN) --action=run_audit_harness $(ROUND_ARG) $(RUN_ARGS)
 
 run_audit_test01: venv
-	$(MAIN) --action=run_audit_harness --audit_test=TEST01 $(RUN_ARGS)
+	$(MAIN) --action=run_audit_harness --audit_test=TEST01 $(ROUND_ARG) $(RUN_ARGS)
 
 run_audit_test04: venv
-	$(MAIN) --action=run_audit_harness --audit_test=TEST04 $(RUN_ARGS)
+	$(MAIN) --action=run_audit_harness --audit_test=TEST04 $(ROUND_ARG) $(RUN_ARGS)
 
 update_results: venv
-	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.stage $(ARGS)
+	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.stage $(VERSION_ARG) $(ARGS)
 
 truncate_results: venv
 	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.truncate $(ARGS)
 
 export_submission: venv
-	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.export $(ARGS)
+	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.export $(VERSION_ARG) $(ARGS)
 
 check_submission: venv
-	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.check $(ARGS)
+	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.check $(VERSION_ARG) $(ARGS)
 
 docs: venv
 	$(MAIN) --action=docs

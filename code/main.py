@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any
 
@@ -9,26 +10,27 @@ from code.common.errors import HarnessError
 
 
 def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
-    """Parse flags and resolve settings for every benchmark × scenario. Returns (cli, [RunSettings])."""
+    """Parse flags and resolve settings for every benchmark × scenario × config_ver.
+    Returns (cli, [RunSettings]); the control values stay in cli (``RunControl.from_cli``)."""
     from code.common import args as A
     from code.common import benchmarks as B
-    from code.common.configs import resolve
-    from code.common.fields import registry
+    from code.common.configs import config_vers, resolve
+    from code.common.fields import ALL
     from code.common.settings import RunSettings
     from code.common.systems import detect, match_system
 
-    reg = registry()
+    reg = B.registry()
     cli = A.parse_argv(argv, reg)
     action = cli.get("action", "run_harness")
     if action in ("docs", "build"):
         return cli, []
     names = cli.get("benchmarks") or ()
     if not names:
-        raise HarnessError("no benchmark given", "add --benchmarks=resnet50 (or BENCHMARKS=resnet50 for make targets)")
-    specs = []
+        raise HarnessError("no benchmark given", "add --benchmarks=resnet50 to RUN_ARGS (make run_harness "
+                           "RUN_ARGS=\"--benchmarks=resnet50\"), or BENCHMARKS=resnet50 for the data targets")
+    specs = list(B.all_specs()) if ALL in names else []
     for n in names:
-        s = B.resolve(n)
-        if s not in specs:
+        if n != ALL and (s := B.resolve(n)) not in specs:
             specs.append(s)
     scen = {s.name: A.parse_scenarios(cli.get("scenarios", ()), s.scenarios) for s in specs}
     A.check_applicable(cli, reg, action, [s.name for s in specs], scen)
@@ -36,16 +38,19 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
         raise HarnessError("--action=run_audit_harness needs --audit_test", "add --audit_test=TEST01 (or TEST04)")
     system = match_system(detect(), cli.get("system_name"))
     derived = {"backend": (default_backend(system), f"detected hardware ({system.accelerator})")}
+    wanted_vers = cli.get("config_ver") or ("default",)
     out = []
     for spec in specs:
         for sc in scen[spec.name] if action not in ("download_model", "download_data", "preprocess_data") \
                 else scen[spec.name][:1]:
-            values, sources, path = resolve(spec, sc, system, reg, cli, cli.get("config_ver", "default"), derived)
-            if values["precision"] not in spec.precisions:
-                raise HarnessError(f"precision {values['precision']} is not supported by {spec.name} "
-                                   f"(supported: {', '.join(spec.precisions)})",
-                                   f"use --precision={spec.precisions[0]}")
-            out.append(RunSettings(spec, sc, system, values, sources, path))
+            vers = config_vers(spec, sc, system, reg) if ALL in wanted_vers else wanted_vers
+            for ver in vers:
+                values, sources, path, notes = resolve(spec, sc, system, reg, cli, ver, derived)
+                if values["precision"] not in spec.precisions:
+                    raise HarnessError(f"precision {values['precision']} is not supported by {spec.name} "
+                                       f"(supported: {', '.join(spec.precisions)})",
+                                       f"use --precision={spec.precisions[0]}")
+                out.append(RunSettings(spec, sc, system, values, sources, path, ver, tuple(notes)))
     return cli, out
 
 
@@ -57,14 +62,19 @@ def default_backend(system) -> str:
     return "tensorrt" if backend_class("tensorrt").available()[0] else "pytorch"
 
 
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
         from code.common.args import render_help
-        from code.common.fields import registry
+        from code.common.benchmarks import registry
 
         print(render_help(registry()))
         return 0
+    signal.signal(signal.SIGTERM, _sigterm)   # `timeout`, batch schedulers, `docker stop`: like Ctrl-C
     try:
         cli, settings = plan(argv)
         from code.common import actions
@@ -74,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         print(e.render(), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted: the run was stopped and its partial logs removed", file=sys.stderr)
         return 130
     except Exception as e:  # an unexpected bug: still one line for the user, details on request
         if os.environ.get("MLPERF_DEBUG"):

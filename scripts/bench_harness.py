@@ -8,8 +8,10 @@ interface) at 224x224 so the figures compare with ../shared/FACTS.md, in a priva
   (c) b/a (goal >= 0.98)
   (d) SingleStream p90 latency minus the raw batch-1 p90 latency
   (e) null-backend harness Offline throughput (the harness's own ceiling)
+  (f) null-backend harness Server: the highest VALID target QPS of a sweep (double until INVALID,
+      then bisect), batch --server-batch with a 1 ms batcher timeout
 
-usage: python scripts/bench_harness.py [--batch 8] [--seconds 30] [--tiny]
+usage: python scripts/bench_harness.py [--batch 8] [--seconds 30] [--tiny] [--server-batch 64]
 """
 from __future__ import annotations
 
@@ -76,7 +78,7 @@ def raw_loop(settings, seconds: float) -> tuple[float, float]:
     from code.resnet50.harness import ResNet50Benchmark
 
     b = ResNet50Benchmark(settings)
-    engine = get_backend(settings.backend).load(b.generate_engines()[0], b.engine_spec())
+    engine = get_backend(settings.backend).load(b.generate_engines()["resnet50"], b.engine_spec())
     qsl = b.make_qsl()
     qsl.load(range(qsl.performance_count))
     bs = b.engine_spec().batch_size
@@ -94,14 +96,45 @@ def raw_loop(settings, seconds: float) -> tuple[float, float]:
 
 def harness(settings, mode_dir: Path, null: bool = False) -> dict:
     from code.common.runner import run_one
+    from code.common.settings import RunControl
+    from code.resnet50.harness import ResNet50Benchmark
 
-    return run_one(settings, "PerformanceOnly", mode_dir, null_processor=null)
+    engines = {} if null else ResNet50Benchmark(settings).generate_engines()
+    return run_one(settings, RunControl(null_processor=null), mode_dir, engines)
+
+
+def server_sweep(root: Path, tiny: bool, seconds: float, batch: int, start: float = 20000.0) -> tuple[float, list]:
+    """Highest VALID Server target QPS of the null backend: double until INVALID, then bisect.
+    Returns (best VALID target QPS, [(target, validity, completed samples/s)])."""
+    probes = []
+
+    def probe(qps: float) -> bool:
+        s = settings_for("Server", [f"--gpu_batch_size={batch}", "--server_batch_timeout_ms=1",
+                                    f"--min_duration={int(seconds * 1000)}", "--min_query_count=1",
+                                    f"--server_target_qps={qps:.0f}"], tiny)
+        m = harness(s, root / "logs" / f"server-null-{qps:.0f}", null=True)
+        probes.append((round(qps), m["result_validity"], round(m["metric_value"] or 0, 1)))
+        print(f"  server null probe {qps:>10.0f} QPS: {m['result_validity']} ({m['metric_value']:.0f} samples/s)",
+              flush=True)
+        return m["result_validity"] == "VALID"
+
+    lo, hi = 0.0, start
+    while probe(hi):
+        lo, hi = hi, hi * 2
+    for _ in range(4):
+        mid = (lo + hi) / 2 if lo else hi / 2
+        if probe(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, probes
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=30.0, help="duration of each measurement")
+    ap.add_argument("--server-batch", type=int, default=64, help="batch size of the null-backend Server sweep")
     ap.add_argument("--tiny", action="store_true", help="use the tiny variant instead of full-size ResNet50")
     ap.add_argument("--root", default=str(REPO / "build" / "bench_harness"))
     a = ap.parse_args()
@@ -120,6 +153,7 @@ def main() -> int:
     null = settings_for("Offline", [f"--gpu_batch_size={a.batch}", "--min_duration=10000", "--min_query_count=1",
                                     "--offline_expected_qps=400000"], a.tiny)
     m_null = harness(null, Path(a.root) / "logs" / "null", null=True)
+    server_best, server_probes = server_sweep(Path(a.root), a.tiny, min(a.seconds, 10.0), a.server_batch)
     fig = {
         "model": "tiny ResNet50" if a.tiny else "ResNet50-v1.5 (random weights, 224x224)",
         "batch": a.batch, "threads": off.cpu_threads or len(os.sched_getaffinity(0)),
@@ -130,6 +164,9 @@ def main() -> int:
         "harness_singlestream_p90_ms": round(m_ss["metric_value"] / 1e6, 3), "ss_validity": m_ss["result_validity"],
         "d_ss_p90_minus_raw_ms": round(m_ss["metric_value"] / 1e6 - raw_p90_b1, 3),
         "e_null_backend_offline_samples_per_s": round(m_null["metric_value"], 1),
+        "f_null_backend_server_max_valid_qps": round(server_best),
+        "f_server_batch": a.server_batch,
+        "f_server_probes": server_probes,
     }
     for k, v in fig.items():
         print(f"{k:40s} {v}")

@@ -102,7 +102,7 @@ def bench_engines(batch: int, n: int, *extra: str) -> tuple[float, int]:
 
     bench = SDXLBenchmark(settings_for("--model_variant=tiny", batch_args(batch), *extra))
     qsl = bench.make_qsl()
-    procs = bench.make_processors(qsl)
+    procs = bench.make_processors(qsl, bench.generate_engines())
     for p in procs:
         p.warmup()
     work: queue.Queue = queue.Queue()

@@ -182,7 +182,7 @@ def test_pytorch_without_factory_or_onnx2torch_is_a_harness_error(tiny, tmp_path
 
 def test_pytorch_rejects_int8(tiny, tmp_path):
     _, onnx_path = tiny
-    with pytest.raises(HarnessError, match="fp32 or fp16"):
+    with pytest.raises(HarnessError, match="not int8"):
         PyTorchBackend().build(str(onnx_path), str(tmp_path / "x.pt2"), _spec(precision="int8"))
 
 

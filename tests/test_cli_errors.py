@@ -50,11 +50,19 @@ def test_unknown_gpu_exits_2_and_names_it(harness_env):
     _assert_user_error(r, 2, "NVIDIA Mystery 9000", "0xABCD10DE", "2x", "systems/known")
 
 
-def test_known_gpu_without_config_block(harness_env):
+def test_known_gpu_without_config_block(harness_env, tmp_path):
+    """A known GPU without a block of its own runs on its architecture's block, and says so; a config
+    file without that fallback either is an error naming the system and the file."""
     fake = json.dumps({"gpus": [{"name": "NVIDIA H100 NVL", "pci_id": "0x232110DE", "memory_mb": 95000}]})
+    env = {**harness_env, "MLPERF_FAKE_SYSTEM": fake}
+    r = run_main("--action=info", "--benchmarks=resnet50", "--scenarios=Offline", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "note:" in r.stdout and "no block for H100-NVL-94GBx1" in r.stdout and "'Hopper'" in r.stdout
+    (tmp_path / "resnet50" / "Offline").mkdir(parents=True)
+    (tmp_path / "resnet50" / "Offline" / "config.json").write_text('{"default": {}, "L4x1": {"extends": "default"}}')
     r = run_main("--action=info", "--benchmarks=resnet50", "--scenarios=Offline",
-                 env={**harness_env, "MLPERF_FAKE_SYSTEM": fake})
-    _assert_user_error(r, 2, "H100-NVL-94GBx1", "config.json")
+                 env={**env, "MLPERF_CONFIGS_DIR": str(tmp_path)})
+    _assert_user_error(r, 2, "H100-NVL-94GBx1", "config.json", "Hopper")
 
 
 def test_missing_data_says_which_make_target(tmp_path):
@@ -84,7 +92,7 @@ def test_bad_config_json_reports_file_key_and_line(tmp_path, harness_env, body, 
 
 
 def test_help_lists_every_cli_field(harness_env):
-    from code.common.fields import registry
+    from code.common.benchmarks import registry
 
     r = run_main("--help", env=harness_env)
     assert r.returncode == 0
@@ -102,7 +110,7 @@ def test_onnxruntime_rejects_reduced_precision(tiny_resnet):
 def test_docs_flags_md_is_generated_from_the_schema():
     from code.common import paths
     from code.common.args import render_markdown
-    from code.common.fields import registry
+    from code.common.benchmarks import registry
 
     assert (paths.REPO_ROOT / "docs" / "flags.md").read_text() == render_markdown(registry()), \
         "docs/flags.md is stale: run `python -m code.main --action=docs`"

@@ -80,7 +80,7 @@ def test_compliance_resnet50_offline_test01_corrupted_entry_fails(env, tmp_path,
     non-deterministic fallback then scores both subsets with the benchmark's own accuracy code."""
     from code.common.benchmarks import implementation
     from code.common.compliance.audit import reference_runs, verify_audit_dir
-    from code.common.submission import rounds
+    from code.common import rounds
     from code.main import plan
 
     for k, v in env.items():
@@ -102,7 +102,7 @@ def test_compliance_resnet50_offline_test01_corrupted_entry_fails(env, tmp_path,
     perf, _ = reference_runs(system, "resnet50", "Offline")
     _, settings = plan(["--action=run_harness", *BASE])
     bench = implementation(settings[0].spec)(settings[0])
-    rec = verify_audit_dir("TEST01", work, perf_ref=perf.dir, acc_ref=bad, rb=rounds.current().benchmark("resnet50"),
+    rec = verify_audit_dir("TEST01", work, perf_ref=perf.dir, acc_ref=bad, rb=rounds.current().entry("resnet50"),
                            scorer=bench.accuracy, run_official=True)
     text = (work / "verify_accuracy.txt").read_text()
     assert "TEST FAIL" in text and "num_perf_log_data_mismatch = 0" not in text

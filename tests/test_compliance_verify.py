@@ -11,10 +11,10 @@ import pytest
 
 from code.common.compliance import audit, synthetic, verify
 from code.common.compliance import audit_config as ac
-from code.common.submission import rounds
+from code.common import rounds
 
 RND = rounds.V6_1
-RB = RND.benchmark("resnet50")
+RB = RND.entry("resnet50")
 # Work per sample dominates (sleep), so the audit and submission runs have comparable speed.
 OFFLINE = dict(scenario="Offline", latency_ms=2, expected_qps=1000, min_duration_ms=400)
 SS = dict(scenario="SingleStream", latency_ms=2, min_duration_ms=400, min_query_count=64)

@@ -24,3 +24,14 @@ def test_make_target_is_defined(target):
 def test_ci_entry_point_runs_make_test():
     text = (REPO / ".ci" / "run").read_text()
     assert "make test" in text and "set -e" in text
+
+
+def test_make_benchmarks_space_list_and_round():
+    """NVIDIA's BENCHMARKS="resnet50 sdxl" becomes one --benchmarks list; ROUND= reaches every step."""
+    r = subprocess.run(["make", "-n", "download_data", "BENCHMARKS=resnet50 sdxl", "ROUND=v5.0",
+                        "VENV=/nonexistent-venv"], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0 and "--benchmarks=resnet50,sdxl" in r.stdout, r.stdout + r.stderr
+    for target, flag in (("run_harness", "--round=v5.0"), ("check_submission", "--version=v5.0")):
+        r = subprocess.run(["make", "-n", target, "ROUND=v5.0", "VENV=/nonexistent-venv"], cwd=REPO,
+                           capture_output=True, text=True)
+        assert flag in r.stdout, r.stdout

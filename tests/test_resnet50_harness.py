@@ -92,7 +92,7 @@ def test_resnet50_fidelity_harness_vs_torch(accuracy_runs, tiny_resnet):
     assert len(preds) == len(ref) == 1024
     assert all(preds[i] == ref[i] for i in range(len(ref)))
     assert len(set(ref.tolist())) > 100, "predictions collapsed: the fidelity check would be vacuous"
-    assert accuracy_runs["Offline"]["accuracy"]["metrics"]["top1"] == 100.0
+    assert accuracy_runs["Offline"]["accuracy"]["metrics"]["acc"] == 100.0
 
 
 def test_resnet50_engine_reused_then_rebuilt_on_config_change(tiny_resnet):
@@ -105,17 +105,18 @@ def test_resnet50_engine_reused_then_rebuilt_on_config_change(tiny_resnet):
     eng = Path(r.stdout.split("[generate_engines] resnet50 Offline: ")[1].split()[0])
     assert eng.name == "resnet50-b8-fp32.onnx" and "AMD" in str(eng) or "CPU" in str(eng) or "Intel" in str(eng)
     meta = json.loads(eng.with_name(eng.name + ".json").read_text())
-    assert meta["spec"]["intra_op_threads"] == 1 and meta["config_hash"]
+    assert meta["spec"]["intra_op_threads"] == 1 and meta["build_key"]
     r = run_main(*args, "--gpu_batch_size=4", env=tiny_resnet, check=True)
     assert "resnet50-b4-fp32.onnx" in r.stdout
 
 
 def test_resnet50_fast_flag_sets_one_minute_and_is_marked(tiny_resnet, tmp_path):
     from code.common.runner import user_conf_text
+    from code.common.settings import RunControl
     from code.main import plan
 
     _, settings = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--test_run"])
-    conf = user_conf_text(settings[0], "PerformanceOnly")
+    conf = user_conf_text(settings[0], RunControl())
     assert "resnet50.Offline.min_duration = 60000" in conf and "resnet50.Offline.min_query_count = 1" in conf
 
 
@@ -123,9 +124,10 @@ def test_resnet50_offline_null_processor_through_loadgen(tiny_resnet, tmp_path):
     """The null processor measures the harness's own ceiling (the caching one is covered by the
     TEST04 audit tests, which it must fail)."""
     from code.common.runner import run_one
+    from code.common.settings import RunControl
     from code.main import plan
 
     _, settings = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--model_variant=tiny",
                         "--min_duration=1000", "--min_query_count=1", "--offline_expected_qps=20000"])
-    m = run_one(settings[0], "PerformanceOnly", tmp_path / "null", null_processor=True)
+    m = run_one(settings[0], RunControl(null_processor=True), tmp_path / "null", {})
     assert m["status"] == "ok" and m["metric_value"] > 2000

@@ -62,8 +62,8 @@ def test_sdxl_SingleStream_PerformanceOnly(tiny_sdxl, tmp_path):
 
 def test_sdxl_Server_PerformanceOnly(tiny_sdxl, tmp_path):
     m = run(tiny_sdxl, tmp_path, "Server", "PerformanceOnly", "--min_duration=3000", "--server_target_qps=2",
-            "--sdxl_batcher_time_limit=0.25", "--gpu_batch_size=clip1:4,clip2:4,unet:4,vae:4")
-    assert m["settings"]["sdxl_batcher_time_limit"] == 0.25
+            "--server_batch_timeout_ms=250", "--gpu_batch_size=clip1:4,clip2:4,unet:4,vae:4")
+    assert m["settings"]["server_batch_timeout_ms"] == 250
     assert m["effective"].get("effective_min_duration_ms") in (3000, "3000")
 
 

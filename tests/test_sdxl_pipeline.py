@@ -6,6 +6,8 @@ and the --backend=pytorch engines against the ORT engines.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -100,12 +102,26 @@ def test_sdxl_processor_contract(tiny, tmp_path):
     proc.close()
 
 
-def test_sdxl_pytorch_engines_match_ort(tiny):
-    from code.sdxl.torch_engines import load_engines
+def test_sdxl_pytorch_engines_match_ort(tiny, tmp_path, monkeypatch):
+    """--backend=pytorch goes through the backend and the engine cache (eager format: a manifest
+    naming code.sdxl.torch_engines:component_module and the component folder)."""
+    from code.common.backends import EngineSpec, get_backend
+    from code.common.backends.base import ModelSource
+    from code.common.engines import get_or_build
+    from code.sdxl.constants import SUBFOLDER
 
+    monkeypatch.setenv("MLPERF_BUILD_DIR", str(tmp_path))
     ids1, ids2 = tiny["toks"]
     bs = {c: 8 for c in COMPONENTS}
-    engines = load_engines(tiny["dir"], {c: "fp32" for c in COMPONENTS}, device="cpu", threads=2)
+    backend = get_backend("pytorch")
+    engines, lines = {}, []
+    for c in COMPONENTS:
+        spec = EngineSpec(name=c, batch_size=8, intra_op_threads=2)
+        src = ModelSource(lambda: pytest.fail("the pytorch backend must not ask for ONNX"),
+                          "code.sdxl.torch_engines:component_module", Path(tiny["dir"]) / SUBFOLDER[c])
+        path = get_or_build(backend, src, spec, system_id="test", benchmark="sdxl", scenario="Offline", log=lines.append)
+        engines[c] = backend.load(str(path), spec)
+    assert len(lines) == 4 and all(line.startswith("[engine] build") for line in lines)
     torch_imgs = pipeline.SDXLPipeline(engines, latent=tiny["latent"], neg_ids=tiny["neg"], batch_sizes=bs,
                                        image_size=128).generate(ids1[:2], ids2[:2])
     ort_imgs = ort_pipeline(tiny, bs).generate(ids1[:2], ids2[:2])

@@ -14,12 +14,13 @@ import pytest
 from code.common.compliance import audit, synthetic
 from code.common.compliance import audit_config as ac
 from code.common.errors import HarnessError
-from code.common.submission import check, export, measurements, rounds, stage, truncate
+from code.common import rounds
+from code.common.submission import check, export, measurements, stage, truncate
 from code.common.submission.tree import files_under
 from code.common.systems.detect import CPUInfo, SystemInfo
 
 RND = rounds.V6_1
-RB = RND.benchmark("resnet50")
+RB = RND.entry("resnet50")
 SYS = "Synthetic-2c_ORT"
 SCEN = {"Offline": dict(latency_ms=2, expected_qps=1000, min_duration_ms=400),
         "SingleStream": dict(latency_ms=2, min_duration_ms=400, min_query_count=64),

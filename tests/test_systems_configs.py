@@ -84,7 +84,7 @@ def test_forced_system_name():
 def _resolve(tmp_path, monkeypatch, cfg: dict, cli: dict, system, config_ver="default"):
     from code.common.benchmarks import resolve as bres
     from code.common.configs import resolve
-    from code.common.fields import registry
+    from code.common.benchmarks import registry
 
     d = tmp_path / "configs" / "resnet50" / "Offline"
     d.mkdir(parents=True, exist_ok=True)
@@ -100,16 +100,16 @@ def test_precedence_cli_over_system_over_default(tmp_path, monkeypatch):
                                 "config_ver": {"high_accuracy": {"precision": "fp16"}},
                                 "model_variant": {"tiny": {"gpu_batch_size": 2}}}}
     sysm = match_system(gpus("NVIDIA H200", "0x233510DE", 8))
-    v, src, _ = _resolve(tmp_path, monkeypatch, cfg, {"offline_expected_qps": 99.0}, sysm)
+    v, src, *_ = _resolve(tmp_path, monkeypatch, cfg, {"offline_expected_qps": 99.0}, sysm)
     assert v["gpu_batch_size"] == 64 and src["gpu_batch_size"].endswith("#H200-SXM-141GBx8")
     assert v["offline_expected_qps"] == 99.0 and src["offline_expected_qps"] == "cli"
     assert v["precision"] == "fp32" and src["precision"].endswith("#default")
     assert v["cpu_threads"] == 0 and src["cpu_threads"] == "schema default"
-    v, src, _ = _resolve(tmp_path, monkeypatch, cfg, {"model_variant": "tiny"}, sysm, "high_accuracy")
+    v, src, *_ = _resolve(tmp_path, monkeypatch, cfg, {"model_variant": "tiny"}, sysm, "high_accuracy")
     assert v["precision"] == "fp16" and "config_ver.high_accuracy" in src["precision"]
     assert v["gpu_batch_size"] == 2 and "model_variant.tiny" in src["gpu_batch_size"]
     # class block is used when the exact id has none; GPU systems without any block fail
-    v, src, _ = _resolve(tmp_path, monkeypatch, cfg, {}, match_system(gpus("NVIDIA H200", "0x233510DE", 1)))
+    v, src, *_ = _resolve(tmp_path, monkeypatch, cfg, {}, match_system(gpus("NVIDIA H200", "0x233510DE", 1)))
     assert v["offline_expected_qps"] == 20
     with pytest.raises(HarnessError, match="no block"):
         _resolve(tmp_path, monkeypatch, cfg, {}, match_system(gpus("NVIDIA L4", "0x27B810DE", 1)))
@@ -138,7 +138,7 @@ def test_shipped_configs_are_all_valid():
     """Every configs/*/*/config.json validates against the schema."""
     from code.common import paths
     from code.common.configs import validate_file
-    from code.common.fields import registry
+    from code.common.benchmarks import registry
 
     reg = registry()
     files = sorted(paths.configs_dir().glob("*/*/config.json"))

@@ -1,7 +1,6 @@
 """What each --action does, given the resolved RunSettings."""
 from __future__ import annotations
 
-import importlib
 import shutil
 import sys
 from typing import Any
@@ -25,7 +24,7 @@ def _bench(s):
 def action_docs(cli, settings) -> int:
     from code.common import paths
     from code.common.args import render_markdown
-    from code.common.fields import registry
+    from code.common.benchmarks import registry
     from code.common.fileio import write_text
 
     out = paths.REPO_ROOT / "docs" / "flags.md"
@@ -60,7 +59,10 @@ def action_info(cli, settings) -> int:
     print(f"detected: {sysm.info.describe()} [{sysm.info.source}]")
     print(f"system id: {sysm.system_id} (class {sysm.class_id}, {sysm.accelerator}, {sysm.arch})")
     for s in settings:
-        print(f"\n== {s.benchmark} {s.scenario}  ({s.config_file}; submission name {s.system_name})")
+        print(f"\n== {s.benchmark} {s.scenario} config_ver={s.config_ver}  ({s.config_file}; system name "
+              f"{s.system_name}; {_filed_as(s)})")
+        for n in s.notes:
+            print(f"  note: {n}")
         for k in sorted(s.values):
             src = s.sources[k]
             if src == "schema default" and not cli.get("verbose"):
@@ -69,6 +71,16 @@ def action_info(cli, settings) -> int:
     if not cli.get("verbose"):
         print("\n(schema defaults hidden; add --verbose to list every setting)")
     return 0
+
+
+def _filed_as(s) -> str:
+    from code.common import rounds
+
+    try:
+        e = s.round_entry()
+        return f"filed as {e.name} in {rounds.current(s.values.get('round')).version}"
+    except HarnessError as err:
+        return f"not submittable: {err.cause}"
 
 
 def _once_per_benchmark(settings):
@@ -99,13 +111,14 @@ def action_preprocess_data(cli, settings) -> int:
 
 def action_generate_engines(cli, settings) -> int:
     for s in settings:
-        for p in _bench(s).generate_engines():
+        for p in _bench(s).generate_engines().values():
             print(f"[generate_engines] {s.benchmark} {s.scenario}: {p}")
     return 0
 
 
 def action_run_harness(cli, settings) -> int:
     from code.common import results, runner
+    from code.common.settings import RunControl
 
     stamp = runner.timestamp()
     modes = ["PerformanceOnly", "AccuracyOnly"] if cli.get("test_mode") == "SubmissionRun" else \
@@ -113,11 +126,14 @@ def action_run_harness(cli, settings) -> int:
     metas = []
     root = None
     for s in settings:
-        _bench(s).generate_engines()   # build or reuse before the timed child starts
+        for n in s.notes:
+            print(f"[run_harness] note: {n}")
+        engines = _bench(s).generate_engines()   # once, before the timed child starts; the child gets the paths
         for mode in modes:
-            log_dir = runner.default_log_dir(s, mode, stamp)
+            control = RunControl.from_cli(cli, test_mode=mode)
+            log_dir = runner.default_log_dir(s, mode, stamp, control.log_dir)
             root = log_dir.parents[3]
-            metas.append(runner.run_one(s, mode, log_dir))
+            metas.append(runner.run_one(s, control, log_dir, engines))
     if root is not None:
         results.set_latest(root)
         print(f"[run_harness] logs in {root}; table: python scripts/print_harness_result.py {root}")
@@ -130,8 +146,6 @@ def action_run_harness(cli, settings) -> int:
 
 
 def action_run_audit_harness(cli, settings) -> int:
-    try:
-        compliance = importlib.import_module("code.common.compliance")
-    except ImportError:
-        raise HarnessError("compliance audits are not available in this build", "update the harness") from None
-    return compliance.run_audits(cli, settings)
+    from code.common.compliance.audit import run_audits
+
+    return run_audits(cli, settings)

@@ -1,11 +1,11 @@
 """Strict RUN_ARGS parsing from the schema. Unknown or inapplicable flags are errors, never ignored."""
 from __future__ import annotations
 
-import shlex
 from typing import Any, Sequence
 
-from code.common.errors import HarnessError
-from code.common.fields import SCENARIOS, Field, Registry, did_you_mean, nearest
+from code.common.errors import HarnessError, did_you_mean, nearest
+from code.common.fields import ALL, Field, Registry
+from code.common.scenarios import NAMES as SCENARIOS
 
 
 def parse_argv(argv: Sequence[str], reg: Registry) -> dict[str, Any]:
@@ -53,6 +53,8 @@ def _fix_for(f: Field) -> str:
 
 def parse_scenarios(names: Sequence[str], supported: Sequence[str]) -> list[str]:
     out = []
+    if ALL in (n.lower() for n in names):
+        return list(supported)
     for n in names:
         canon = nearest(n, SCENARIOS)
         if canon is None or canon.lower() != n.lower():
@@ -79,15 +81,12 @@ def check_applicable(cli: dict[str, Any], reg: Registry, action: str, benchmarks
         if f.benchmarks is not None and not set(f.benchmarks) & set(benchmarks):
             raise HarnessError(f"flag --{name} applies only to benchmarks {', '.join(f.benchmarks)}, not {', '.join(benchmarks)}",
                                f"drop --{name}, or add --benchmarks={f.benchmarks[0]}")
-        if f.scenarios is not None and action in ("generate_engines", "run_harness", "run_audit_harness", "info") \
-                and not set(f.scenarios) & all_scen:
-            raise HarnessError(f"flag --{name} applies only to scenario {', '.join(f.scenarios)}, not "
+        scope = f.scenario_scope()
+        if scope is not None and action in ("generate_engines", "run_harness", "run_audit_harness", "info") \
+                and not set(scope) & all_scen:
+            raise HarnessError(f"flag --{name} applies only to scenario {', '.join(scope)}, not "
                                f"{', '.join(sorted(all_scen))}",
-                               f"drop --{name}, or add --scenarios={f.scenarios[0]}")
-
-
-def split_run_args(s: str) -> list[str]:
-    return shlex.split(s)
+                               f"drop --{name}, or add --scenarios={scope[0]}")
 
 
 def render_help(reg: Registry) -> str:
@@ -111,8 +110,8 @@ def render_markdown(reg: Registry) -> str:
         scope = []
         if f.actions:
             scope.append("actions: " + ", ".join(f.actions))
-        if f.scenarios:
-            scope.append("scenarios: " + ", ".join(f.scenarios))
+        if f.scenario_scope():
+            scope.append("scenarios: " + ", ".join(f.scenario_scope()))
         if f.benchmarks:
             scope.append("benchmarks: " + ", ".join(f.benchmarks))
         names = f"`{f.name}`" + "".join(f" (alias `{a}`)" for a in f.aliases)

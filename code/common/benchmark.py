@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -27,8 +27,8 @@ class BenchmarkSpec:
     impl: str                      # "code.<pkg>.harness:Class", imported lazily
     fields: tuple["Field", ...] = ()   # benchmark-specific schema fields (flags and config keys)
     precisions: tuple[str, ...] = ("fp32",)
-    # Accuracy target (used by pre-flight checks): {"metric": ..., "min": ..., "max": ...}
-    accuracy_targets: tuple[dict, ...] = ()
+    # Accuracy targets, submission names and audits are the round table's (code.common.rounds),
+    # keyed by this package name.
 
 
 class QSL(abc.ABC):
@@ -83,16 +83,34 @@ class Benchmark(abc.ABC):
     def preprocess_data(self) -> None: ...
 
     @abc.abstractmethod
-    def generate_engines(self) -> list[str]:
-        """Build (or reuse) engines for settings; return their paths."""
+    def generate_engines(self) -> dict[str, str]:
+        """Build (or reuse) the engines for settings; return component -> engine path.
+
+        Called once per run, in the parent; the child receives the paths (``make_processors``)."""
 
     # --- run ----------------------------------------------------------------------------
     @abc.abstractmethod
     def make_qsl(self) -> QSL: ...
 
     @abc.abstractmethod
-    def make_processors(self, qsl: QSL) -> list[Processor]:
-        """One Processor per worker (device)."""
+    def make_processors(self, qsl: QSL, engines: Mapping[str, str]) -> list[Processor]:
+        """One Processor per entry of ``workers()``, loading the engines ``generate_engines`` returned."""
+
+    def workers(self) -> list[int]:
+        """Device id per worker. Scenarios that dispatch inline run one worker (device 0); the others
+        run ``gpu_inference_streams`` workers per GPU, assigned round-robin over the GPUs (0, 1, ...,
+        N-1, 0, 1, ...), or ``gpu_inference_streams`` CPU workers (device 0) on a CPU system."""
+        from code.common import scenarios
+
+        s = self.settings
+        if scenarios.get(s.scenario).dispatch == "inline":
+            return [0]
+        gpus = s.system.gpu_count if s.system.accelerator == "gpu" else 1
+        return [d for _ in range(max(1, s.gpu_inference_streams)) for d in range(max(1, gpus))]
+
+    def batch_timeout_s(self) -> float:
+        """Server batcher: a partial batch is sent once its oldest sample has waited this long."""
+        return self.settings.server_batch_timeout_ms / 1000.0
 
     @abc.abstractmethod
     def accuracy(self, accuracy_log: str, out_dir: str) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from code.common.benchmark import Benchmark, BenchmarkSpec
 from code.common.errors import HarnessError
-from code.common.fields import did_you_mean
+from code.common.errors import did_you_mean
+from code.common.fields import CORE_FIELDS, Registry
 
 _CODE_DIR = Path(__file__).resolve().parents[1]
 
@@ -59,3 +60,11 @@ def resolve(name: str) -> BenchmarkSpec:
 def implementation(spec: BenchmarkSpec) -> type[Benchmark]:
     mod, attr = spec.impl.split(":")
     return getattr(importlib.import_module(mod), attr)
+
+
+def registry() -> Registry:
+    """The whole schema: core fields + every discovered benchmark's fields."""
+    fields = list(CORE_FIELDS)
+    for spec in all_specs():
+        fields.extend(spec.fields)
+    return Registry(fields)

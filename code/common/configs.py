@@ -9,7 +9,8 @@ A block is found by exact system id ("H200-SXM-141GBx1", "AMD-EPYC-2c") or class
 A block may hold "config_ver": {"high_accuracy": {...}} and "model_variant": {"tiny": {...}}
 sub-blocks that override it for that --config_ver / --model_variant.
 Precedence: CLI > model_variant sub-blocks > config_ver sub-blocks > system block > blocks it
-extends > "default" > schema default (sub-blocks of a more specific block win among themselves). GPU systems need a block; CPU systems fall back to "default".
+extends > "default" > schema default (sub-blocks of a more specific block win among themselves).
+Which block a system reads, and the fallbacks to a one-GPU or architecture block: ``pick_block``.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from typing import Any
 from code.common import paths
 from code.common.benchmark import BenchmarkSpec
 from code.common.errors import HarnessError
-from code.common.fields import Registry, did_you_mean
+from code.common.errors import did_you_mean
+from code.common.fields import CONFIG_VERS, VARIANTS, Registry
 
 META_KEYS = ("extends", "config_ver", "model_variant", "description")
 # sub-blocks that override a block for one --config_ver or one --model_variant
@@ -73,8 +75,6 @@ def validate_file(path: Path, reg: Registry, scenario: str, bench: str) -> dict:
             if k in VARIANT_KEYS:
                 continue
             typed[block][k] = _typed(path, text, pos, block, k, v, reg, scenario, bench)
-        from code.common.fields import CONFIG_VERS, VARIANTS
-
         for vk, allowed in (("config_ver", CONFIG_VERS), ("model_variant", VARIANTS)):
             typed[block][vk] = {}
             for ver, over in body.get(vk, {}).items():
@@ -95,8 +95,9 @@ def _typed(path, text, pos, block, k, v, reg: Registry, scenario, bench):
     if f is None or not f.config:
         raise HarnessError(f"{where}: [{block}] unknown key '{k}'{did_you_mean(k, reg.names(config=True))}",
                            f"fix the key in {path}; `python -m code.main --action=docs` lists valid keys")
-    if f.scenarios is not None and scenario not in f.scenarios:
-        raise HarnessError(f"{where}: [{block}] key '{k}' applies only to {', '.join(f.scenarios)}, not {scenario}",
+    scope = f.scenario_scope()
+    if scope is not None and scenario not in scope:
+        raise HarnessError(f"{where}: [{block}] key '{k}' applies only to {', '.join(scope)}, not {scenario}",
                            f"remove '{k}' from {path}")
     if f.benchmarks is not None and bench not in f.benchmarks:
         raise HarnessError(f"{where}: [{block}] key '{k}' applies only to {', '.join(f.benchmarks)}", f"remove '{k}' from {path}")
@@ -106,7 +107,7 @@ def _typed(path, text, pos, block, k, v, reg: Registry, scenario, bench):
         raise HarnessError(f"{where}: [{block}] bad value for '{k}': {e}", f"fix '{k}' in {path}") from None
 
 
-def _chain(blocks: dict, start: str, path: Path) -> list[str]:
+def block_chain(blocks: dict, start: str, path: Path) -> list[str]:
     """[start, parent, ..., "default"] following "extends"."""
     out, cur = [], start
     while True:
@@ -121,22 +122,59 @@ def _chain(blocks: dict, start: str, path: Path) -> list[str]:
         cur = blocks[cur].get("extends", "default")
 
 
-def resolve(spec: BenchmarkSpec, scenario: str, system, reg: Registry, cli: dict[str, Any],
-            config_ver: str, derived: dict[str, tuple[Any, str]] | None = None) -> tuple[dict, dict, str]:
-    """Return (values, sources, config path) for one benchmark × scenario on ``system`` (a SystemMatch)."""
+ARCH_NOTE = "confirm the values with make find_performance, or add a block for it"
+
+
+def pick_block(blocks: dict, system, scenario: str, path: Path) -> tuple[str, int, str | None]:
+    """The block a system reads, how many GPUs that block was written for, and a note when it is a fallback.
+
+    Rule (documented in configs/README.md): the exact system id ("H100-NVL-94GBx2"), else its class id
+    ("AMD-EPYC"); for a GPU system then the same class at one GPU ("H100-NVL-94GBx1"), else its
+    architecture's block ("Hopper"). A fallback to a one-GPU block scales the throughput setting by
+    the GPU count in the scenarios that spread work over every GPU (Offline, Server). CPU systems
+    fall back to "default"."""
+    if system.system_id in blocks:
+        return system.system_id, system.gpu_count or 1, None
+    if system.class_id in blocks:
+        return system.class_id, system.gpu_count or 1, None
+    if system.accelerator != "gpu":
+        return "default", 1, None
+    for name, kind in ((f"{system.class_id}x1", "one-GPU"), (system.arch, f"{system.arch} architecture")):
+        if name in blocks:
+            note = (f"{path.relative_to(paths.REPO_ROOT) if path.is_relative_to(paths.REPO_ROOT) else path}: no block for "
+                    f"{system.system_id}; using the {kind} block '{name}'")
+            return name, 1, note
+    raise HarnessError(f"{path}: no block for system '{system.system_id}', '{system.class_id}x1' or its "
+                       f"architecture '{system.arch}'",
+                       f"add a \"{system.system_id}\": {{\"extends\": \"default\", ...}} block to {path}")
+
+
+def config_vers(spec: BenchmarkSpec, scenario: str, system, reg: Registry) -> list[str]:
+    """Every config_ver the system's block chain defines ("default" first): ``--config_ver=all``."""
     path = config_path(spec.name, scenario)
     blocks = validate_file(path, reg, scenario, spec.name)
-    values: dict[str, Any] = {f.name: f.default for f in reg}
-    sources: dict[str, str] = {f.name: "schema default" for f in reg}
+    out = ["default"]
+    for name in block_chain(blocks, pick_block(blocks, system, scenario, path)[0], path):
+        out += [v for v in blocks[name]["config_ver"] if v not in out]
+    return out
+
+
+def resolve(spec: BenchmarkSpec, scenario: str, system, reg: Registry, cli: dict[str, Any], config_ver: str,
+            derived: dict[str, tuple[Any, str]] | None = None) -> tuple[dict, dict, str, list[str]]:
+    """(values, sources, config path, notes) for one benchmark × scenario × config_ver on ``system``
+    (a SystemMatch). Values hold workload fields only (no control fields)."""
+    from code.common import scenarios
+
+    path = config_path(spec.name, scenario)
+    blocks = validate_file(path, reg, scenario, spec.name)
+    fields = [f for f in reg if not f.control]
+    values: dict[str, Any] = {f.name: f.default for f in fields}
+    sources: dict[str, str] = {f.name: "schema default" for f in fields}
     for k, (v, src) in (derived or {}).items():
         values[k], sources[k] = v, src
-    block = system.system_id if system.system_id in blocks else system.class_id if system.class_id in blocks else None
-    if block is None:
-        if system.accelerator == "gpu":
-            raise HarnessError(f"{path}: no block for system '{system.system_id}' (or '{system.class_id}')",
-                               f"add a \"{system.system_id}\": {{\"extends\": \"default\", ...}} block to {path}")
-        block = "default"
-    chain = _chain(blocks, block, path)
+    block, block_gpus, note = pick_block(blocks, system, scenario, path)
+    notes = [note] if note else []
+    chain = block_chain(blocks, block, path)
     found_ver = config_ver == "default"
     variant = cli.get("model_variant", "reference")
     rel = path.relative_to(paths.REPO_ROOT) if path.is_relative_to(paths.REPO_ROOT) else path
@@ -155,6 +193,15 @@ def resolve(spec: BenchmarkSpec, scenario: str, system, reg: Registry, cli: dict
     if not found_ver:
         raise HarnessError(f"{path}: config_ver '{config_ver}' is not defined for {block} (blocks: {' -> '.join(chain)})",
                            f"add \"config_ver\": {{\"{config_ver}\": {{...}}}} to the {block} block, or drop --config_ver")
+    sc = scenarios.get(scenario)
+    gpus = system.gpu_count if system.accelerator == "gpu" else 1
+    if sc.scales_with_devices and gpus != block_gpus and values.get(sc.sizing):
+        values[sc.sizing] = values[sc.sizing] * gpus / block_gpus
+        sources[sc.sizing] += f" x{gpus}/{block_gpus} GPUs"
+        notes.append(f"{sc.sizing} scaled from the {block_gpus}-GPU block to {gpus} GPUs ({ARCH_NOTE})")
+    elif note:
+        notes[-1] += f" ({ARCH_NOTE})"
     for k, v in cli.items():
-        values[k], sources[k] = v, "cli"
-    return values, sources, str(path)
+        if k in values:
+            values[k], sources[k] = v, "cli"
+    return values, sources, str(path), notes

@@ -1,6 +1,24 @@
 """User-facing errors: one line of cause, the command that fixes it, a non-zero exit code."""
 from __future__ import annotations
 
+import difflib
+from typing import Iterable
+
+
+def nearest(name: str, options: Iterable[str]) -> str | None:
+    """The option closest to ``name`` (case-insensitive), or None."""
+    options = list(options)
+    lower = {o.lower(): o for o in options}
+    if name.lower() in lower:
+        return lower[name.lower()]
+    m = difflib.get_close_matches(name.lower(), list(lower), n=1, cutoff=0.5)
+    return lower[m[0]] if m else None
+
+
+def did_you_mean(name: str, options: Iterable[str]) -> str:
+    n = nearest(name, options)
+    return f" (did you mean '{n}'?)" if n else ""
+
 
 class HarnessError(Exception):
     """Raised for bad input or a missing prerequisite. ``code.main`` prints it without a traceback.

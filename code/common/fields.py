@@ -1,37 +1,27 @@
 """The one typed schema for every RUN_ARGS flag and every config.json key.
 
 The argument parser (code.common.args), config validation (code.common.configs) and the
-generated docs (``python -m code.main --action=docs``) all read ``FIELDS``. Benchmarks add their
-own fields through ``BenchmarkSpec.fields``; nothing else declares a setting.
+generated docs (``python -m code.main --action=docs``) all read the registry
+(``code.common.benchmarks.registry()``: ``CORE_FIELDS`` plus each ``BenchmarkSpec.fields``); nothing
+else declares a setting. Which scenarios a core field applies to is said by code.common.scenarios.
 """
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any, Callable, Iterable
 
-SCENARIOS = ("Offline", "Server", "SingleStream", "MultiStream")
+from code.common import scenarios
+from code.common.errors import did_you_mean, nearest  # noqa: F401  (re-exported: fields is where callers look)
+from code.common.rounds import AUDIT_TESTS, VERSIONS as ROUND_VERSIONS
+
 ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "generate_engines",
            "run_harness", "run_audit_harness", "docs")
 TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun")
 CONFIG_VERS = ("default", "high_accuracy", "maxq", "triton")
 BACKENDS = ("tensorrt", "onnxruntime", "pytorch")
 VARIANTS = ("reference", "tiny")
-AUDIT_TESTS = ("TEST01", "TEST04", "TEST06")
-
-
-def nearest(name: str, options: Iterable[str]) -> str | None:
-    options = list(options)
-    lower = {o.lower(): o for o in options}
-    if name.lower() in lower:
-        return lower[name.lower()]
-    m = difflib.get_close_matches(name.lower(), list(lower), n=1, cutoff=0.5)
-    return lower[m[0]] if m else None
-
-
-def did_you_mean(name: str, options: Iterable[str]) -> str:
-    n = nearest(name, options)
-    return f" (did you mean '{n}'?)" if n else ""
+ACCURACY_TARGETS = ("99", "99.9")
+ALL = "all"                       # --benchmarks=all, --scenarios=all, --config_ver=all
 
 
 # --- value parsers: str -> typed value; raise ValueError with a short reason ---------------------
@@ -76,9 +66,10 @@ def parse_str(v: Any) -> str:
 
 
 def parse_list(v: Any) -> tuple[str, ...]:
+    """Comma- or space-separated (NVIDIA's ``BENCHMARKS="resnet50 sdxl"``); JSON lists too."""
     if isinstance(v, (list, tuple)):
         return tuple(str(x).strip() for x in v if str(x).strip())
-    return tuple(x.strip() for x in str(v).split(",") if x.strip())
+    return tuple(x for x in str(v).replace(",", " ").split() if x)
 
 
 def parse_batch_size(v: Any) -> int | dict[str, int]:
@@ -120,12 +111,19 @@ class Field:
     cli: bool = True                 # accepted as --flag in RUN_ARGS
     config: bool = True              # accepted as a key in config.json
     actions: tuple[str, ...] | None = None     # None: every action
-    scenarios: tuple[str, ...] | None = None   # None: every scenario
+    scenarios: tuple[str, ...] | None = None   # benchmark fields only; core fields ask code.common.scenarios
     benchmarks: tuple[str, ...] | None = None  # None: every benchmark (package names)
     aliases: tuple[str, ...] = ()
-    engine: bool = False             # changes the built engine (part of the engine config hash)
+    control: bool = False            # steers one invocation (RunControl); not a workload setting (RunSettings)
     flag_value: Any = None           # value of a bare ``--flag`` (bools: True)
     minimum: float | None = None
+    maximum: float | None = None
+
+    def scenario_scope(self) -> tuple[str, ...] | None:
+        """Scenarios this field applies to (None: all). Core fields: as code.common.scenarios says."""
+        if self.scenarios is not None:
+            return self.scenarios
+        return scenarios.scenarios_of(self.name)
 
     @property
     def type_name(self) -> str:
@@ -147,6 +145,8 @@ class Field:
                 v = canon[str(v).lower()]
         if self.minimum is not None and isinstance(v, (int, float)) and v < self.minimum:
             raise ValueError(f"must be >= {self.minimum}, got {v}")
+        if self.maximum is not None and isinstance(v, (int, float)) and v > self.maximum:
+            raise ValueError(f"must be <= {self.maximum:g}, got {v}")
         return v
 
 
@@ -154,57 +154,66 @@ RUN = ("run_harness", "run_audit_harness")
 ENGINE_AND_RUN = ("generate_engines",) + RUN
 DATA = ("download_model", "download_data", "preprocess_data")
 
+# Scenario scope: a core field that only some scenarios use is listed in their
+# code.common.scenarios entry (Scenario.settings), not here.
 CORE_FIELDS: tuple[Field, ...] = (
-    # --- what to run ---
-    Field("action", parse_str, "run_harness", "What to do.", choices=ACTIONS, config=False),
-    Field("benchmarks", parse_list, (), "Comma list of benchmarks (aliases accepted: sdxl, resnet, ...).",
-          config=False),
-    Field("scenarios", parse_list, (), "Comma list of scenarios (case-insensitive). Default: all the benchmark supports.",
-          config=False, actions=ENGINE_AND_RUN + ("info",)),
-    Field("config_ver", parse_str, "default", "Config variant inside each system block.", choices=CONFIG_VERS,
-          config=False),
+    # --- what to run (control: steers this invocation, never part of RunSettings) ---
+    Field("action", parse_str, "run_harness", "What to do.", choices=ACTIONS, config=False, control=True),
+    Field("benchmarks", parse_list, (), "Benchmarks, comma- or space-separated, or 'all' (aliases accepted: sdxl, "
+          "resnet, stable-diffusion-xl, ...).", config=False, control=True),
+    Field("scenarios", parse_list, (), "Scenarios, comma-separated, or 'all' (case-insensitive). Default: all the "
+          "benchmark supports.", config=False, actions=ENGINE_AND_RUN + ("info",), control=True),
+    Field("config_ver", parse_list, ("default",), "Config variants inside each system block, comma-separated, or "
+          "'all' (every variant the system's blocks define). high_accuracy selects the 99.9 accuracy target.",
+          choices=CONFIG_VERS + (ALL,), config=False, control=True),
     Field("test_mode", parse_str, "PerformanceOnly", "LoadGen mode.", choices=TEST_MODES, config=False,
-          actions=RUN),
+          actions=RUN, control=True),
     Field("audit_test", parse_str, None, "Compliance test to run (with --action=run_audit_harness).",
-          choices=AUDIT_TESTS, config=False, actions=("run_audit_harness",)),
+          choices=AUDIT_TESTS, config=False, actions=("run_audit_harness",), control=True),
+    Field("verbose", parse_bool, False, "More logging.", flag_value=True, config=False, control=True),
+    Field("log_dir", parse_str, None, "Directory for this invocation's logs (default build/logs/<timestamp>).",
+          config=False, actions=RUN, control=True),
+    Field("system_name", parse_str, None, "Use this KnownSystems id instead of the detected one.", config=False,
+          control=True),
+    Field("use_cached_responses", parse_bool, False, "TEST ONLY: cache responses per sample (makes TEST04 fail).",
+          flag_value=True, config=False, actions=RUN, control=True),
+    # --- workload (RunSettings) ---
+    Field("round", parse_str, None, "MLPerf Inference round to file for (default: the one whose seeds the installed "
+          "LoadGen carries). RetinaNet, GPT-J, DLRM-v2 and Mixtral need an older round.",
+          choices=ROUND_VERSIONS, config=False),
+    Field("accuracy_target", parse_str, None, "Accuracy variant for benchmarks with 99 / 99.9 targets "
+          "(default: 99, or 99.9 with --config_ver=high_accuracy). The submission name follows.",
+          choices=ACCURACY_TARGETS, config=False),
     Field("fast", parse_bool, False, "Trial run: min_duration 60000 ms and min_query_count 1. Never valid for submission.",
           aliases=("test_run",), flag_value=True, config=False, actions=RUN + ("info",)),
-    Field("system_name", parse_str, None, "Use this KnownSystems id instead of the detected one.", config=False),
     Field("model_variant", parse_str, "reference", "reference: the real MLPerf model; tiny: seeded small model + synthetic data.",
           choices=VARIANTS, config=False),
     Field("backend", parse_str, None, "Inference backend. Default: tensorrt on NVIDIA GPUs, else onnxruntime.",
-          choices=BACKENDS, engine=True),
-    Field("verbose", parse_bool, False, "More logging.", flag_value=True, config=False),
-    Field("log_dir", parse_str, None, "Directory for this invocation's logs (default build/logs/<timestamp>).",
-          config=False, actions=RUN),
+          choices=BACKENDS),
     Field("data_dir", parse_str, None, "Folder holding the dataset files to use instead of downloading them "
           "(e.g. a local copy of the official files).", config=False, actions=DATA + RUN),
     # --- engine and batching ---
-    Field("gpu_batch_size", parse_batch_size, 1, "Batch size (or per-component mapping, e.g. clip1:8,unet:8,vae:2).",
-          engine=True),
-    Field("precision", parse_str, "fp32", "Engine precision.", choices=("fp32", "fp16", "int8", "fp8"), engine=True),
-    Field("gpu_copy_streams", parse_int, 1, "Copy streams per GPU (TensorRT).", minimum=1),
+    Field("gpu_batch_size", parse_batch_size, 1, "Batch size (or per-component mapping, e.g. clip1:8,unet:8,vae:2)."),
+    Field("precision", parse_str, "fp32", "Engine precision.", choices=("fp32", "fp16", "int8", "fp8")),
+    Field("gpu_copy_streams", parse_int, 1, "Accepted for NVIDIA-config compatibility; only 1 is supported: each "
+          "TensorRT worker copies on its own compute stream, and copies overlap other workers' compute. Use "
+          "gpu_inference_streams for more overlap.", minimum=1, maximum=1),
     Field("gpu_inference_streams", parse_int, 1, "Inference workers per device.", minimum=1),
-    Field("workspace_size", parse_int, 4 << 30, "TensorRT builder workspace.", unit="bytes", engine=True, minimum=0),
-    Field("cpu_threads", parse_int, 0, "ORT intra-op threads per worker (0: all cores / workers).", engine=False, minimum=0),
+    Field("workspace_size", parse_int, 4 << 30, "TensorRT builder workspace.", unit="bytes", minimum=0),
+    Field("cpu_threads", parse_int, 0, "ORT intra-op threads per worker (0: all cores / workers).", minimum=0),
     Field("cpu_spin_wait", parse_str, "auto", "ORT idle threads spin-wait (auto: only with one worker).",
-          choices=("auto", "on", "off"), engine=True),
-    Field("server_batch_timeout_ms", parse_float, 2.0, "Server: max wait to fill a batch.", unit="ms",
-          scenarios=("Server",), minimum=0),
-    Field("use_cached_responses", parse_bool, False, "TEST ONLY: cache responses per sample (makes TEST04 fail).",
-          flag_value=True, config=False, actions=RUN),
+          choices=("auto", "on", "off")),
+    Field("server_batch_timeout_ms", parse_float, 2.0, "Server: the batcher sends a partial batch after its oldest "
+          "sample has waited this long.", unit="ms", minimum=0),
     # --- LoadGen settings ---
-    Field("offline_expected_qps", parse_float, 0.0, "Offline target QPS (sizes the query).", unit="samples/s",
-          scenarios=("Offline",), minimum=0),
-    Field("server_target_qps", parse_float, 0.0, "Server target QPS.", unit="queries/s", scenarios=("Server",), minimum=0),
+    Field("offline_expected_qps", parse_float, 0.0, "Offline target QPS (sizes the query).", unit="samples/s", minimum=0),
+    Field("server_target_qps", parse_float, 0.0, "Server target QPS.", unit="queries/s", minimum=0),
     Field("server_target_latency_ns", parse_int, 0, "Server latency bound override (0: mlperf.conf).", unit="ns",
-          scenarios=("Server",), minimum=0),
-    Field("single_stream_expected_latency_ns", parse_int, 0, "SingleStream expected latency.", unit="ns",
-          scenarios=("SingleStream",), minimum=0),
+          minimum=0),
+    Field("single_stream_expected_latency_ns", parse_int, 0, "SingleStream expected latency.", unit="ns", minimum=0),
     Field("multi_stream_expected_latency_ns", parse_int, 0, "MultiStream expected latency per query.", unit="ns",
-          scenarios=("MultiStream",), minimum=0),
-    Field("multi_stream_samples_per_query", parse_int, 8, "MultiStream samples per query.", scenarios=("MultiStream",),
-          minimum=1),
+          minimum=0),
+    Field("multi_stream_samples_per_query", parse_int, 8, "MultiStream samples per query.", minimum=1),
     Field("min_duration", parse_int, 0, "Override min_duration (0: mlperf.conf).", unit="ms", minimum=0),
     Field("min_query_count", parse_int, 0, "Override min_query_count (0: mlperf.conf).", minimum=0),
     Field("max_query_count", parse_int, 0, "Cap the query count (0: no cap). Makes a run invalid for submission.", minimum=0),
@@ -245,13 +254,3 @@ class Registry:
                 continue
             out.append(f.name)
         return out
-
-
-def registry() -> Registry:
-    """Core fields + every discovered benchmark's fields."""
-    from code.common.benchmarks import all_specs
-
-    fields = list(CORE_FIELDS)
-    for spec in all_specs():
-        fields.extend(spec.fields)
-    return Registry(fields)

@@ -5,6 +5,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import urllib.request
@@ -14,12 +15,49 @@ from typing import Iterator
 from code.common.errors import HarnessError
 
 
+def partial_prefix(final: Path) -> str:
+    """Prefix of a staging name beside ``final``; it names the owning process (see clean_stale_partials)."""
+    return f".{final.name}.pid{os.getpid()}."
+
+
+_OWNER = re.compile(r"\.pid(\d+)\.[^/]*\.partial$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_partials(folder: str | os.PathLike) -> list[Path]:
+    """Remove staging files and folders in ``folder`` whose owning process is gone; returns them."""
+    removed = []
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return removed
+    for p in entries:
+        m = _OWNER.search(p.name)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        removed.append(p)
+    return removed
+
+
 @contextlib.contextmanager
 def staged_path(final: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temp path beside ``final``; rename it into place only if the block succeeds."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=suffix + ".partial", dir=final.parent)
+    fd, tmp = tempfile.mkstemp(prefix=partial_prefix(final), suffix=suffix + ".partial", dir=final.parent)
     os.close(fd)
     tmp = Path(tmp)
     try:
@@ -35,7 +73,7 @@ def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
     """Yield a temp directory beside ``final``; swap it into place only if the block succeeds."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=partial_prefix(final), suffix=".partial", dir=final.parent))
     try:
         yield tmp
         old = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import platform
 import sys
 import time
@@ -48,26 +49,22 @@ def main(request_path: str) -> int:
 def run(req: dict, stage: Path, result: dict) -> None:
     import mlperf_loadgen as lg
 
+    from code.common import scenarios
     from code.common.benchmarks import implementation, resolve
     from code.common.runner import system_from_json
-    from code.common.settings import RunSettings
+    from code.common.settings import RunControl, RunSettings
     from code.common.sut import BatchingSUT, CachingProcessor, NullProcessor
 
-    sj = req["settings"]
-    spec = resolve(sj["benchmark"])
-    values = dict(sj["values"])
-    for k, v in values.items():
-        if isinstance(v, list):
-            values[k] = tuple(v)
-    settings = RunSettings(spec, sj["scenario"], system_from_json(req["system"]), values, sj["sources"], sj["config_file"])
+    spec = resolve(req["settings"]["benchmark"])
+    settings = RunSettings.from_json(req["settings"], spec, system_from_json(req["system"]))
+    control = RunControl(**req["control"])
     bench = implementation(spec)(settings)
-    mode = req["test_mode"]
-    verbose = settings.verbose
+    engines = req.get("engines") or {}
+    result["engines"] = engines
 
     ts = lg.TestSettings()
-    ts.scenario = getattr(lg.TestScenario, settings.scenario)
-    ts.mode = {"PerformanceOnly": lg.TestMode.PerformanceOnly, "AccuracyOnly": lg.TestMode.AccuracyOnly,
-               "SubmissionRun": lg.TestMode.SubmissionRun}[mode]
+    ts.scenario = getattr(lg.TestScenario, scenarios.get(settings.scenario).loadgen_enum)
+    ts.mode = getattr(lg.TestMode, control.test_mode)
     if ts.FromConfig("user.conf", spec.loadgen_model, settings.scenario) != 0:
         raise RuntimeError("LoadGen rejected user.conf")
     if req.get("audit"):
@@ -77,27 +74,26 @@ def run(req: dict, stage: Path, result: dict) -> None:
 
     t0 = time.time()
     qsl_impl = bench.make_qsl()
-    if req.get("null_processor"):
+    if control.null_processor:
         procs = [NullProcessor(settings.batch_size() if not isinstance(settings.gpu_batch_size, dict) else 1)]
     else:
-        procs = bench.make_processors(qsl_impl)
-        if settings.use_cached_responses:
+        procs = bench.make_processors(qsl_impl, engines)
+        if control.use_cached_responses:
             procs = [CachingProcessor(p) for p in procs]
-    timeout = bench.batch_timeout_s() if hasattr(bench, "batch_timeout_s") else settings.server_batch_timeout_ms / 1000
-    sut_impl = BatchingSUT(lg, settings.scenario, procs, timeout)
+    sut_impl = BatchingSUT(lg, scenarios.get(settings.scenario).dispatch, procs, bench.batch_timeout_s())
     sut_impl.start()
-    if verbose:
+    if control.verbose:
         print(f"[child] set-up {time.time() - t0:.1f}s; {len(procs)} worker(s), batch {sut_impl.batch_size}", flush=True)
 
     sut = lg.ConstructSUT(sut_impl.issue_queries, sut_impl.flush_queries)
     qsl = lg.ConstructQSL(qsl_impl.total_count, qsl_impl.performance_count, qsl_impl.load, qsl_impl.unload)
     out = lg.LogOutputSettings()
     out.outdir = str(stage)
-    out.copy_summary_to_stdout = bool(verbose)
+    out.copy_summary_to_stdout = bool(control.verbose)
     log = lg.LogSettings()
     log.log_output = out
     log.enable_trace = False
-    print(f"[run] {settings.benchmark} {settings.scenario} {mode} on {settings.system_name} ...", flush=True)
+    print(f"[run] {settings.benchmark} {settings.scenario} {control.test_mode} on {settings.system_name} ...", flush=True)
     lg.StartTestWithLogSettings(sut, qsl, ts, log)
     sut_impl.stop()
     lg.DestroyQSL(qsl)
@@ -106,10 +102,13 @@ def run(req: dict, stage: Path, result: dict) -> None:
     if sut_impl.errors:
         e = sut_impl.errors[0]
         raise RuntimeError(f"{len(sut_impl.errors)} batch(es) failed; first: {type(e).__name__}: {e}")
-    if mode == "AccuracyOnly":
+    if control.test_mode == "AccuracyOnly":
         result["accuracy"] = bench.accuracy(str(stage / "mlperf_log_accuracy.json"), str(stage))
 
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    # Ctrl-C and SIGTERM end the child at once: while LoadGen's C++ holds the main thread, Python
+    # handlers would run only after the test. The parent removes the staging folder and reports.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     sys.exit(main(sys.argv[1]))

@@ -5,13 +5,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-# metric key in the detail log per scenario, and its human name
-METRIC_KEYS = {
-    "Offline": ("result_samples_per_second", "samples_per_second"),
-    "Server": ("result_completed_samples_per_sec", "completed_samples_per_second"),
-    "SingleStream": ("result_90.00_percentile_latency_ns", "90th_percentile_latency_ns"),
-    "MultiStream": ("result_99.00_percentile_latency_ns", "99th_percentile_latency_ns"),
-}
+from code.common import scenarios
+
 
 
 def read_detail(path: str | Path) -> list[dict[str, Any]]:
@@ -40,15 +35,14 @@ def summarize(log_dir: str | Path, scenario: str) -> dict[str, Any]:
             errors.append(f"{key}: {val}")
         elif meta.get("is_warning"):
             warnings.append(f"{key}: {val}")
-    metric_key, metric_name = METRIC_KEYS[scenario]
-    if scenario == "Server" and "result_scheduled_samples_per_sec" in kv:
-        metric_key, metric_name = "result_scheduled_samples_per_sec", "scheduled_samples_per_second"
+    sc = scenarios.get(scenario)
     early = {k: v for k, v in kv.items() if k.startswith("early_stopping")}
     return {
         "result_validity": kv.get("result_validity"),
         "valid": kv.get("result_validity") == "VALID",
-        "metric": metric_name,
-        "metric_value": kv.get(metric_key),
+        "metric": sc.metric,
+        "metric_value": kv.get(sc.metric_key),
+        "metric_unit": sc.unit,
         "early_stopping": {"met": kv.get("early_stopping_met"), "lines": [f"{k}: {v}" for k, v in early.items()]},
         "effective": {k: v for k, v in kv.items() if k.startswith("effective_")},
         "requested": {k: v for k, v in kv.items() if k.startswith("requested_")},

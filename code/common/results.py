@@ -36,12 +36,9 @@ def set_latest(path: Path) -> None:
 
 
 def _metric(m: dict) -> str:
-    v = m.get("metric_value")
-    if v is None:
-        return "-"
-    if m.get("metric", "").endswith("latency_ns"):
-        return f"{v / 1e6:.2f} ms (p{'90' if '90th' in m['metric'] else '99'})"
-    return f"{v:.2f} {'samples/s' if 'second' in m.get('metric', '') else ''}".strip()
+    from code.common import scenarios
+
+    return scenarios.get(m.get("scenario", "Offline")).format_metric(m.get("metric_value"))
 
 
 def table(records: Iterable[dict]) -> str:

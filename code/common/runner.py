@@ -2,8 +2,14 @@
 
 ``FromConfig`` must be called once per process, so every test gets a fresh interpreter
 (``python -m code.common.harness_child``). The child's working directory is a fresh staging folder
-beside the final log folder: LoadGen writes there, an audit.config (compliance runs) is read from
-there, and the folder is renamed to its final name only once metadata.json is complete.
+beside the final log folder (``.<name>.pid<parent pid>.<random>.partial``): LoadGen writes there, an
+audit.config (compliance runs) is read from there, and the folder is renamed to its final name only
+once metadata.json is complete. The parent resolves the engines once and hands their paths to the
+child in request.json.
+
+Faults: Ctrl-C and SIGTERM (``code.main`` turns SIGTERM into KeyboardInterrupt) stop the child and
+remove the staging folder; the child is started with a parent-death signal, so it dies with a
+parent killed outright; staging folders whose owner process is gone are removed at the next run.
 """
 from __future__ import annotations
 
@@ -11,47 +17,30 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from code.common import paths
-from code.common.errors import RunError
-from code.common.fileio import write_json, write_text
+from code.common import paths, scenarios
+from code.common.fileio import clean_stale_partials, partial_prefix, write_json, write_text
 from code.common.loadgen_logs import summarize
-from code.common.settings import RunSettings
-
-MODE_DIR = {"PerformanceOnly": "performance", "AccuracyOnly": "accuracy", "SubmissionRun": "submission"}
+from code.common.settings import RunControl, RunSettings
 
 
-def user_conf_text(s: RunSettings, test_mode: str) -> str:
+def user_conf_text(s: RunSettings, control: RunControl) -> str:
     """The one place run settings become LoadGen settings (user.conf, loaded with FromConfig)."""
     m, sc = s.spec.loadgen_model, s.scenario
-    lines = [f"# written by the harness for {s.benchmark} {sc} on {s.system_id} ({test_mode})"]
+    lines = [f"# written by the harness for {s.benchmark} {sc} on {s.system_id} ({control.test_mode})"]
 
     def put(key, value):
         lines.append(f"{m}.{sc}.{key} = {value}")
 
-    if sc == "Offline" and s.offline_expected_qps:
-        put("target_qps", f"{s.offline_expected_qps:g}")
-    if sc == "Server":
-        qps = s.server_target_qps or 1.0
-        if s.action == "run_audit_harness":
-            qps *= s.audit_server_qps_factor
-        put("target_qps", f"{qps:g}")
-        if s.server_target_latency_ns:
-            put("target_latency", f"{s.server_target_latency_ns // 1_000_000}")
-    if sc == "SingleStream" and s.single_stream_expected_latency_ns:
-        put("target_latency", f"{s.single_stream_expected_latency_ns / 1e6:g}")
-    if sc == "MultiStream":
-        if s.multi_stream_expected_latency_ns:
-            put("target_latency", f"{s.multi_stream_expected_latency_ns / 1e6:g}")
-        if s.multi_stream_samples_per_query != 8:
-            put("samples_per_query", s.multi_stream_samples_per_query)
+    factor = s.audit_server_qps_factor if control.audit_test else None
+    lines += scenarios.conf_lines(sc, m, dict(s.values), audit_factor=factor)
     min_duration = s.min_duration or (60000 if s.fast else 0)
     min_query_count = s.min_query_count or (1 if s.fast else 0)
     if min_duration:
@@ -62,7 +51,21 @@ def user_conf_text(s: RunSettings, test_mode: str) -> str:
         put("max_query_count", s.max_query_count)
     if s.performance_sample_count:
         put("performance_sample_count_override", s.performance_sample_count)
+    lines += _round_seed_lines(s, m, sc)
     return "\n".join(lines) + "\n"
+
+
+def _round_seed_lines(s: RunSettings, model: str, scenario: str) -> list[str]:
+    """Filing for a round other than the installed LoadGen's: that round's seeds."""
+    want = s.values.get("round")
+    if not want:
+        return []
+    from code.common import rounds
+
+    rnd, own = rounds.current(want), rounds.loadgen_round()
+    if rnd.seeds == own.seeds:
+        return []
+    return [f"# seeds of MLPerf Inference {rnd.version}"] + [f"{model}.{scenario}.{k} = {v}" for k, v in rnd.seeds.items()]
 
 
 def system_to_json(system) -> dict:
@@ -82,60 +85,90 @@ def timestamp() -> str:
     return dt.datetime.now().strftime("%Y.%m.%d-%H.%M.%S")
 
 
-def default_log_dir(s: RunSettings, test_mode: str, stamp: str) -> Path:
-    base = Path(s.log_dir) if s.log_dir else paths.logs_dir() / stamp
-    return base / s.system_name / s.benchmark / s.scenario / MODE_DIR[test_mode]
+def default_log_dir(s: RunSettings, test_mode: str, stamp: str, log_dir: str | None = None) -> Path:
+    base = Path(log_dir) if log_dir else paths.logs_dir() / stamp
+    return base / s.system_name / s.log_name / s.scenario / scenarios.MODE_DIRS[test_mode]
 
 
-def run_one(settings: RunSettings, test_mode: str, log_dir: str | Path, *, audit_config: str | None = None,
-            audit_test: str | None = None, null_processor: bool = False) -> dict[str, Any]:
-    """Run one LoadGen test; return the metadata dict that is also written to log_dir/metadata.json."""
+def _die_with_parent() -> None:
+    """preexec_fn of the child: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the parent's handlers still stop the child
+        pass
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop the child: SIGTERM, then SIGKILL if it has not exited within 10 s."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def run_one(settings: RunSettings, control: RunControl, log_dir: str | Path, engines: Mapping[str, str], *,
+            audit_config: str | None = None) -> dict[str, Any]:
+    """Run one LoadGen test; return the metadata dict that is also written to log_dir/metadata.json.
+
+    ``engines``: component -> engine path, as ``Benchmark.generate_engines`` resolved them."""
     log_dir = Path(log_dir)
     log_dir.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{log_dir.name}.", suffix=".partial", dir=log_dir.parent))
+    clean_stale_partials(log_dir.parent)
+    stage = Path(tempfile.mkdtemp(prefix=partial_prefix(log_dir), suffix=".partial", dir=log_dir.parent))
     started = dt.datetime.now().astimezone()
     t0 = time.time()
-    conf = user_conf_text(settings, test_mode)
-    request = {"settings": settings.to_json(), "system": system_to_json(settings.system), "test_mode": test_mode,
-               "audit": audit_config is not None, "null_processor": null_processor}
-    write_text(stage / "user.conf", conf)
-    write_json(stage / "settings.json", {"requested": settings.to_json(), "test_mode": test_mode})
-    write_json(stage / "request.json", request)
-    if audit_config is not None:
-        write_text(stage / "audit.config", audit_config)
-    env = dict(os.environ)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env["PYTHONPATH"] = str(paths.REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    rc, err = 0, None
+    conf = user_conf_text(settings, control)
+    request = {"settings": settings.to_json(), "system": system_to_json(settings.system),
+               "control": control.to_json(), "engines": dict(engines), "audit": audit_config is not None}
     try:
-        proc = subprocess.run([sys.executable, "-m", "code.common.harness_child", str(stage / "request.json")],
-                              cwd=stage, env=env)
-        rc = proc.returncode
-    except KeyboardInterrupt:
+        write_text(stage / "user.conf", conf)
+        write_json(stage / "settings.json", {"requested": settings.to_json(), "control": control.to_json()})
+        write_json(stage / "request.json", request)
+        if audit_config is not None:
+            write_text(stage / "audit.config", audit_config)
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env["PYTHONPATH"] = str(paths.REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        proc = subprocess.Popen([sys.executable, "-m", "code.common.harness_child", str(stage / "request.json")],
+                                cwd=stage, env=env, preexec_fn=_die_with_parent)
+        try:
+            rc = proc.wait()
+        finally:
+            _stop(proc)
+            (stage / "audit.config").unlink(missing_ok=True)   # never left behind, even on failure
+    except BaseException:
+        import shutil
+
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    finally:
-        (stage / "audit.config").unlink(missing_ok=True)   # never left behind, even on failure
     child = {}
     if (stage / "child_result.json").exists():
         child = json.loads((stage / "child_result.json").read_text())
-    if rc != 0:
-        err = child.get("error") or f"harness child exited with code {rc}"
-    elif child.get("error"):
-        err = child["error"]
-    meta = build_metadata(settings, test_mode, stage, conf, child, err, started, time.time() - t0, audit_test)
+    err = child.get("error")
+    if rc != 0 and not err:
+        err = f"harness child exited with code {rc}"
+    meta = build_metadata(settings, control, stage, conf, child, err, started, time.time() - t0)
     meta["log_dir"] = str(log_dir)
     write_json(stage / "metadata.json", meta)
     (stage / "request.json").unlink(missing_ok=True)
     (stage / "child_result.json").unlink(missing_ok=True)
     if log_dir.exists():
+        import shutil
+
         shutil.rmtree(log_dir)
     os.replace(stage, log_dir)
     return meta
 
 
-def build_metadata(s: RunSettings, test_mode: str, stage: Path, conf: str, child: dict, err: str | None,
-                   started, wall: float, audit_test: str | None) -> dict[str, Any]:
+def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, child: dict, err: str | None,
+                   started, wall: float) -> dict[str, Any]:
+    test_mode = control.test_mode
     lg = summarize(stage, s.scenario)
     if test_mode == "AccuracyOnly":   # LoadGen reports no validity in accuracy mode; the score is the result
         ok = err is None and child.get("accuracy") is not None
@@ -146,29 +179,26 @@ def build_metadata(s: RunSettings, test_mode: str, stage: Path, conf: str, child
         if err is None and lg["result_validity"] is None:
             err = "LoadGen wrote no result (see mlperf_log_detail.txt)"
     return {
-        "schema": 1,
-        "benchmark": s.benchmark, "mlperf_name": s.spec.mlperf_name, "loadgen_model": s.spec.loadgen_model,
-        "scenario": s.scenario, "test_mode": test_mode, "audit_test": audit_test,
+        "schema": 2,
+        "benchmark": s.benchmark, "log_name": s.log_name, "loadgen_model": s.spec.loadgen_model,
+        "accuracy_target": s.accuracy_target, "round": s.values.get("round"),
+        "scenario": s.scenario, "test_mode": test_mode, "audit_test": control.audit_test,
         "system_id": s.system_id, "system_name": s.system_name, "config_ver": s.config_ver,
         "model_variant": s.model_variant, "backend": s.backend, "precision": s.precision,
         "config_hash": s.config_hash(), "fast": bool(s.fast),
-        "settings": s.to_json()["values"], "sources": dict(s.sources), "user_conf": conf,
+        "settings": s.to_json()["values"], "sources": dict(s.sources), "notes": list(s.notes),
+        "control": control.to_json(), "user_conf": conf,
         "status": "ok" if ok else "error", "error": err,
         "error_fix": child.get("error_fix"), "error_exit_code": child.get("error_exit_code"),
         "result_validity": lg["result_validity"], "valid": lg["valid"] and ok,
-        "metric": lg["metric"], "metric_value": lg["metric_value"],
+        "metric": lg["metric"], "metric_value": lg["metric_value"], "metric_unit": lg["metric_unit"],
         "early_stopping": lg["early_stopping"], "loadgen_errors": lg["loadgen_errors"],
         "loadgen_warnings": lg["loadgen_warnings"], "effective": lg["effective"], "results": lg["results"],
         "accuracy": child.get("accuracy"),
         "completed_samples": child.get("completed_samples"),
+        "engines": child.get("engines", {}),
         "versions": child.get("versions", {}),
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "wall_seconds": round(wall, 3),
     }
-
-
-def require_ok(meta: dict) -> None:
-    if meta["status"] != "ok":
-        raise RunError(f"{meta['benchmark']} {meta['scenario']} {meta['test_mode']} failed: {meta['error']}",
-                       f"see {meta['log_dir']}/mlperf_log_detail.txt; rerun with --verbose")

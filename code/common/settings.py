@@ -1,6 +1,14 @@
-"""Frozen run settings: the resolved value of every schema field for one benchmark × scenario."""
+"""What one run is: frozen workload settings (``RunSettings``) and the control values that steer one
+invocation (``RunControl``). The two travel separately: nothing rewrites a setting to steer a run.
+
+The config hash (``RunSettings.config_hash``) is the one documented hash of a run's workload: the
+benchmark, scenario, system, config_ver and every resolved setting. Two runs with the same hash ran
+the same workload; reports and staging use it to tell runs apart. Engines have their own build key
+(``code.common.engines.build_key``), which covers only what changes an engine file.
+"""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import types
@@ -9,20 +17,49 @@ from typing import Any, Mapping
 from code.common.benchmark import BenchmarkSpec
 
 
-class RunSettings:
-    """Read-only. ``s.gpu_batch_size`` reads a field; ``s.sources[name]`` says where it came from
-    ("cli", "config.json:<path>#<block>", or "schema default")."""
+@dataclasses.dataclass(frozen=True)
+class RunControl:
+    """Steers one invocation; never part of a run's settings or its config hash."""
 
-    __slots__ = ("spec", "scenario", "system", "values", "sources", "config_file")
+    action: str = "run_harness"
+    test_mode: str = "PerformanceOnly"
+    audit_test: str | None = None          # set for compliance runs: the Server target QPS is derated
+    verbose: bool = False
+    log_dir: str | None = None
+    use_cached_responses: bool = False     # TEST ONLY: the cheating SUT TEST04 exists to catch
+    null_processor: bool = False           # benchmarks of the harness itself: no model work
+
+    @classmethod
+    def from_cli(cls, cli: Mapping[str, Any], **over) -> "RunControl":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return dataclasses.replace(cls(**{k: v for k, v in cli.items() if k in names}), **over)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _jsonable(v: Any) -> Any:
+    return dict(v) if isinstance(v, Mapping) else list(v) if isinstance(v, tuple) else v
+
+
+class RunSettings:
+    """Read-only workload settings. ``s.gpu_batch_size`` reads a field; ``s.sources[name]`` says where it
+    came from ("cli", "configs/<bench>/<scenario>/config.json#<block>", or "schema default");
+    ``s.notes`` holds what resolution wants the user to see (e.g. an architecture fallback block)."""
+
+    __slots__ = ("spec", "scenario", "system", "values", "sources", "config_file", "config_ver", "notes")
 
     def __init__(self, spec: BenchmarkSpec, scenario: str, system: Any, values: Mapping[str, Any],
-                 sources: Mapping[str, str], config_file: str | None = None):
+                 sources: Mapping[str, str], config_file: str | None = None, config_ver: str = "default",
+                 notes: tuple[str, ...] = ()):
         object.__setattr__(self, "spec", spec)
         object.__setattr__(self, "scenario", scenario)
         object.__setattr__(self, "system", system)            # code.common.systems.SystemMatch
         object.__setattr__(self, "values", types.MappingProxyType(dict(values)))
         object.__setattr__(self, "sources", types.MappingProxyType(dict(sources)))
         object.__setattr__(self, "config_file", config_file)
+        object.__setattr__(self, "config_ver", config_ver)
+        object.__setattr__(self, "notes", tuple(notes))
 
     def __setattr__(self, k, v):
         raise AttributeError("RunSettings is frozen")
@@ -47,9 +84,29 @@ class RunSettings:
         from code.common.backends import backend_class
 
         name = f"{self.system.system_id}_{backend_class(self.backend).short}"
-        if self.config_ver not in ("default", None):
+        if self.config_ver not in ("default", "high_accuracy", None):
             name += f"_{self.config_ver}"
         return name
+
+    @property
+    def log_name(self) -> str:
+        """The benchmark's folder name in logs: the package name, with "-99.9" for the high-accuracy
+        variant of a benchmark that has one (so 99 and 99.9 runs never share a folder)."""
+        from code.common import rounds
+
+        return f"{self.benchmark}-99.9" if self.accuracy_target == "99.9" and rounds.has_variants(self.benchmark) \
+            else self.benchmark
+
+    @property
+    def accuracy_target(self) -> str:
+        """"99" or "99.9": --accuracy_target, else 99.9 under config_ver high_accuracy (NVIDIA's convention)."""
+        return self.values.get("accuracy_target") or ("99.9" if self.config_ver == "high_accuracy" else "99")
+
+    def round_entry(self):
+        """This run's entry in the round table (submission name, accuracy targets, audits)."""
+        from code.common import rounds
+
+        return rounds.entry(self.benchmark, self.accuracy_target, self.values.get("round"))
 
     def batch_size(self, component: str | None = None) -> int:
         """gpu_batch_size for one component (mappings) or the single int."""
@@ -60,19 +117,26 @@ class RunSettings:
             return bs[component]
         return bs
 
-    def engine_values(self) -> dict[str, Any]:
-        from code.common.fields import registry
-
-        reg = registry()
-        return {k: v for k, v in sorted(self.values.items()) if (f := reg.get(k)) is not None and f.engine}
-
     def config_hash(self) -> str:
+        """The run's workload identity (see the module docstring)."""
         blob = json.dumps({"benchmark": self.benchmark, "scenario": self.scenario, "system": self.system_id,
-                           "values": dict(self.values)}, sort_keys=True, default=str)
+                           "config_ver": self.config_ver, "values": dict(self.values)}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def replace(self, **values: Any) -> "RunSettings":
+        """A copy with some values changed (source "override")."""
+        v, src = dict(self.values), dict(self.sources)
+        for k, x in values.items():
+            v[k], src[k] = x, "override"
+        return RunSettings(self.spec, self.scenario, self.system, v, src, self.config_file, self.config_ver, self.notes)
 
     def to_json(self) -> dict[str, Any]:
         return {"benchmark": self.benchmark, "scenario": self.scenario, "system_id": self.system_id,
-                "values": {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, tuple) else v)
-                           for k, v in self.values.items()},
-                "sources": dict(self.sources), "config_file": self.config_file}
+                "config_ver": self.config_ver, "values": {k: _jsonable(v) for k, v in self.values.items()},
+                "sources": dict(self.sources), "config_file": self.config_file, "notes": list(self.notes)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], spec: BenchmarkSpec, system: Any) -> "RunSettings":
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in d["values"].items()}
+        return cls(spec, d["scenario"], system, values, d["sources"], d.get("config_file"),
+                   d.get("config_ver", "default"), tuple(d.get("notes", ())))

@@ -1,9 +1,13 @@
 """The generic batching SUT that puts any benchmark's Processors behind LoadGen.
 
+The dispatch mode comes from the scenario definition (``code.common.scenarios``):
+- ``queue`` (Offline): issue_queries hands batches to worker queues and returns at once;
+- ``batcher`` (Server): a batcher thread fills batches, workers run them;
+- ``inline`` (SingleStream, MultiStream): work runs on LoadGen's issue thread (LoadGen issues the
+  next query only after this one completes, so inline work saves a thread hand-off per query).
+
 Threading contract:
-- ``issue_queries`` is called on LoadGen's issue thread. Offline and Server hand work to queues and
-  return at once; SingleStream and MultiStream run inline on that thread (LoadGen issues the next
-  query only after this one completes, so inline work saves a thread hand-off per query).
+- ``issue_queries`` is called on LoadGen's issue thread.
 - One worker thread per Processor; a Processor is only ever used by its own worker.
 - Server: one batcher thread collects samples into a batch until ``batch_size`` are there or the
   oldest has waited ``batch_timeout_s``, whichever comes first.
@@ -60,13 +64,17 @@ class CachingProcessor(Processor):
 
 
 class BatchingSUT:
-    def __init__(self, lg, scenario: str, processors: list[Processor], batch_timeout_s: float = 0.002):
+    MODES = ("queue", "batcher", "inline")
+
+    def __init__(self, lg, dispatch: str, processors: list[Processor], batch_timeout_s: float = 0.002):
+        if dispatch not in self.MODES:
+            raise ValueError(f"dispatch mode {dispatch!r} is not one of {self.MODES}")
         self.lg = lg
-        self.scenario = scenario
+        self.dispatch = dispatch
         self.processors = processors
         self.batch_size = max(1, processors[0].batch_size)
         self.batch_timeout_s = batch_timeout_s
-        self.inline = scenario in ("SingleStream", "MultiStream")
+        self.inline = dispatch == "inline"
         self.work: queue.Queue = queue.Queue()
         self.incoming: queue.Queue = queue.Queue()
         self.threads: list[threading.Thread] = []
@@ -83,13 +91,13 @@ class BatchingSUT:
             t = threading.Thread(target=self._worker, args=(p,), name=f"sut-worker-{i}", daemon=True)
             t.start()
             self.threads.append(t)
-        if self.scenario == "Server":
+        if self.dispatch == "batcher":
             t = threading.Thread(target=self._batcher, name="sut-batcher", daemon=True)
             t.start()
             self.threads.append(t)
 
     def stop(self) -> None:
-        if self.scenario == "Server":
+        if self.dispatch == "batcher":
             self.incoming.put(_STOP)
         else:
             for _ in self.processors:
@@ -104,7 +112,7 @@ class BatchingSUT:
         if self.inline:
             self._run_batches(self.processors[0], [(s.id, s.index) for s in samples])
             return
-        if self.scenario == "Server":
+        if self.dispatch == "batcher":
             for s in samples:
                 self.incoming.put((s.id, s.index))
             return

@@ -9,7 +9,7 @@ import numpy as np
 
 from code.common import paths
 from code.common.backends import EngineSpec, get_backend
-from code.common.backends.base import cpu_spin
+from code.common.backends.base import ModelSource, cpu_spin
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
 from code.common.errors import MissingDataError
@@ -105,14 +105,14 @@ class ResNet50Benchmark(Benchmark):
         print(f"[preprocess_data] {len(names)} images -> {self.preprocessed}")
 
     # --- engines -----------------------------------------------------------------------------
-    def engine_spec(self) -> EngineSpec:
+    def engine_spec(self, device_id: int = 0) -> EngineSpec:
         s = self.settings
-        workers = max(1, s.gpu_inference_streams)
+        workers = len(self.workers())
         return EngineSpec(name="resnet50", batch_size=s.batch_size(), precision=s.precision,
                           input_shapes={model.INPUT: (-1, 3, self.crop, self.crop)},
                           workspace_bytes=s.workspace_size,
                           intra_op_threads=s.cpu_threads or max(1, _cores() // workers),
-                          allow_spinning=cpu_spin(s.cpu_spin_wait, workers))
+                          allow_spinning=cpu_spin(s.cpu_spin_wait, workers), device_id=device_id)
 
     def onnx_path(self) -> Path:
         p = self.model_dir / model.ONNX_NAME
@@ -121,11 +121,11 @@ class ResNet50Benchmark(Benchmark):
             raise MissingDataError(f"model not found: {p}", f"make download_model BENCHMARKS=resnet50{variant}")
         return p
 
-    def generate_engines(self) -> list[str]:
+    def generate_engines(self) -> dict[str, str]:
         s = self.settings
-        path = get_or_build(get_backend(s.backend), self.onnx_path(), self.engine_spec(), system_id=s.system_id,
-                            benchmark="resnet50", scenario=s.scenario)
-        return [str(path)]
+        path = get_or_build(get_backend(s.backend), ModelSource(self.onnx_path), self.engine_spec(),
+                            system_id=s.system_id, benchmark="resnet50", scenario=s.scenario)
+        return {"resnet50": str(path)}
 
     # --- run -------------------------------------------------------------------------------------
     def make_qsl(self) -> ImageNetQSL:
@@ -134,18 +134,18 @@ class ResNet50Benchmark(Benchmark):
         self.qsl = ImageNetQSL(self.preprocessed, labels, perf)
         return self.qsl
 
-    def make_processors(self, qsl) -> list[Processor]:
-        s = self.settings
-        backend = get_backend(s.backend)
-        engine_path = self.generate_engines()[0]
-        spec = self.engine_spec()
-        return [ResNet50Processor(backend.load(engine_path, spec), qsl, spec.batch_size)
-                for _ in range(max(1, s.gpu_inference_streams))]
+    def make_processors(self, qsl, engines) -> list[Processor]:
+        backend = get_backend(self.settings.backend)
+        out = []
+        for dev in self.workers():
+            spec = self.engine_spec(dev)
+            out.append(ResNet50Processor(backend.load(engines["resnet50"], spec), qsl, spec.batch_size))
+        return out
 
     def accuracy(self, accuracy_log: str, out_dir: str) -> dict:
         _, labels = read_val_map(self.val_map)
-        return score(accuracy_log, labels, Path(out_dir) / "accuracy.txt", self.spec.accuracy_targets[0],
-                     tiny=self.tiny)
+        entry = self.settings.round_entry()
+        return score(accuracy_log, labels, Path(out_dir) / "accuracy.txt", entry.accuracy_min["acc"], tiny=self.tiny)
 
 
 class ResNet50Processor(Processor):

@@ -6,7 +6,7 @@ guidance 8.0, the negative prompt, the fixed latent) are constants in ``code.sdx
 not flags: changing them would make the result non-comparable.
 """
 from code.common.benchmark import BenchmarkSpec
-from code.common.fields import Field, parse_float, parse_int, parse_str
+from code.common.fields import Field, parse_int, parse_str
 
 SPEC = BenchmarkSpec(
     name="sdxl",
@@ -16,12 +16,9 @@ SPEC = BenchmarkSpec(
     scenarios=("Offline", "Server", "SingleStream"),
     impl="code.sdxl.harness:SDXLBenchmark",
     fields=(
-        Field("sdxl_batcher_time_limit", parse_float, 2.0,
-              "Server: the batcher sends a partial unet batch after waiting this long for it to fill.",
-              unit="s", scenarios=("Server",), benchmarks=("sdxl",), minimum=0),
         Field("sdxl_vae_precision", parse_str, "fp32", "VAE decoder engine precision (TensorRT); the CLIPs are "
               "always fp16 and the unet follows --precision.", choices=("fp32", "fp16", "int8"),
-              benchmarks=("sdxl",), engine=True),
+              benchmarks=("sdxl",)),
         Field("sdxl_sample_count", parse_int, 0,
               "Use only the first N captions (0: all). A subset is never valid for submission.",
               benchmarks=("sdxl",), minimum=0),
@@ -30,8 +27,4 @@ SPEC = BenchmarkSpec(
               choices=("fp16", "fp32"), benchmarks=("sdxl",), config=False, actions=("download_model",)),
     ),
     precisions=("fp32", "fp16", "int8", "fp8"),
-    accuracy_targets=(
-        {"metric": "CLIP_SCORE", "min": 31.68631873, "max": 31.81331801},
-        {"metric": "FID_SCORE", "min": 23.01085758, "max": 23.95007626},
-    ),
 )

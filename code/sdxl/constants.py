@@ -7,6 +7,7 @@ NEGATIVE_PROMPT = "normal quality, low quality, worst quality, low res, blurry, 
 MAX_TOKENS = 77                      # both CLIP tokenizers, padding="max_length", truncation on
 LATENT_SEED = 0                      # the official latents.npy is randn_tensor(seed 0); tiny uses the same rule
 COMPONENTS = ("clip1", "clip2", "unet", "vae")
+SUBFOLDER = {"clip1": "text_encoder", "clip2": "text_encoder_2", "unet": "unet", "vae": "vae"}  # in the pipeline folder
 
 # Image side in pixels per model variant. The latent side is image side / 8 for both.
 IMAGE_SIZE = {"reference": 1024, "tiny": 128}

@@ -9,19 +9,21 @@ Folders (variant = "reference" | "tiny"):
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
+from typing import Mapping
 
 from code.common import paths
 from code.common.backends import EngineSpec, get_backend
-from code.common.backends.base import cpu_spin
+from code.common.backends.base import ModelSource, cpu_spin
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
 from code.common.errors import HarnessError, MissingDataError
 from code.common.fileio import write_json
 from code.sdxl import SPEC, download, model
-from code.sdxl.constants import COMPONENTS, IMAGE_SIZE, TINY_SEED, VAE_SCALE
+from code.sdxl.constants import COMPONENTS, IMAGE_SIZE, SUBFOLDER, TINY_SEED, VAE_SCALE
 from code.sdxl.dataset import SDXLData, SDXLQSL, preprocess
 
 
@@ -37,6 +39,7 @@ def _fingerprint(folder: Path) -> list:
 
 class SDXLBenchmark(Benchmark):
     spec = SPEC
+    _pipe = None   # torch pipeline loaded for ONNX export, only during generate_engines
 
     # --- locations ---------------------------------------------------------------------------------
     @property
@@ -117,26 +120,16 @@ class SDXLBenchmark(Benchmark):
         return out
 
     def precisions(self) -> dict[str, str]:
-        """Engine precision per component: fp16 CLIPs, the unet at --precision, the vae at sdxl_vae_precision."""
-        s = self.settings
-        if s.backend == "onnxruntime":
-            if s.precision != "fp32":
-                raise HarnessError(f"--backend=onnxruntime runs SDXL in fp32, not {s.precision}",
-                                   "use --precision=fp32 (or --backend=tensorrt)")
-            return {c: "fp32" for c in COMPONENTS}
-        clip = "fp32" if s.precision == "fp32" else "fp16"
-        return {"clip1": clip, "clip2": clip, "unet": s.precision, "vae": s.sdxl_vae_precision}
+        """Engine precision per component: the CLIPs fp16 (fp32 when --precision=fp32), the unet at
+        --precision, the vae at sdxl_vae_precision. The backend says whether it builds them."""
+        from code.common.backends import backend_class
 
-    def workers(self) -> list[int]:
-        """Device id per worker: one per GPU times gpu_inference_streams; on a CPU, gpu_inference_streams.
-        SingleStream runs inline on LoadGen's thread with the first worker only, so it gets one."""
         s = self.settings
-        if s.scenario == "SingleStream":
-            return [0]
-        sys_ = getattr(s, "system", None)
-        gpus = sys_.gpu_count if sys_ is not None and getattr(sys_, "accelerator", "cpu") == "gpu" else 0
-        streams = max(1, s.gpu_inference_streams)
-        return [d for d in range(max(1, gpus)) for _ in range(streams)]
+        clip = "fp32" if s.precision == "fp32" else "fp16"
+        out = {"clip1": clip, "clip2": clip, "unet": s.precision, "vae": s.sdxl_vae_precision}
+        for c, p in out.items():
+            backend_class(s.backend).check_precision(p, f"SDXL's {c}")
+        return out
 
     def engine_specs(self, device_id: int = 0) -> dict[str, EngineSpec]:
         from code.sdxl.export import input_shapes
@@ -144,13 +137,14 @@ class SDXLBenchmark(Benchmark):
         s = self.settings
         cfg = self._component_configs()
         bs, prec = self.batch_sizes(), self.precisions()
-        threads = s.cpu_threads or max(1, _cores() // len(self.workers()))
+        workers = len(self.workers())
+        threads = s.cpu_threads or max(1, _cores() // workers)
         specs = {}
         for c in COMPONENTS:
             rows = 2 * bs[c] if c == "unet" else bs[c]
             specs[c] = EngineSpec(name=c, batch_size=rows, precision=prec[c], input_shapes=input_shapes(c, cfg),
                                   workspace_bytes=s.workspace_size, intra_op_threads=threads, device_id=device_id,
-                                  allow_spinning=cpu_spin(s.cpu_spin_wait, len(self.workers())))
+                                  allow_spinning=cpu_spin(s.cpu_spin_wait, workers))
         return specs
 
     def _component_configs(self) -> dict[str, dict]:
@@ -158,35 +152,37 @@ class SDXLBenchmark(Benchmark):
         d = self._require_pipeline()
         return {k: json.loads((d / k / "config.json").read_text()) for k in ("unet", "vae", "text_encoder_2")}
 
-    def onnx_paths(self) -> dict[str, Path]:
-        """Export each component to ONNX unless an export of the same pipeline files exists."""
+    def onnx_path(self, component: str) -> Path:
+        """Export the component to ONNX unless an export of the same pipeline files exists."""
         from code.sdxl.export import export_onnx
 
         pipe_dir = self._require_pipeline()
-        sub = {"clip1": "text_encoder", "clip2": "text_encoder_2", "unet": "unet", "vae": "vae"}
-        out, pipe = {}, None
-        for c in COMPONENTS:
-            path = self.model_dir / "onnx" / f"{c}.onnx"
-            meta = path.with_name(path.name + ".json")
-            fp = _fingerprint(pipe_dir / sub[c])
-            fresh = path.exists() and meta.exists() and json.loads(meta.read_text()).get("source") == fp
-            if not fresh:
-                if pipe is None:
-                    pipe = model.load_pipeline(pipe_dir)
-                export_onnx(c, pipe, path)
-                write_json(meta, {"source": fp, "pipeline": str(pipe_dir)})
-            out[c] = path
-        return out
+        path = self.model_dir / "onnx" / f"{component}.onnx"
+        meta = path.with_name(path.name + ".json")
+        fp = _fingerprint(pipe_dir / SUBFOLDER[component])
+        if not (path.exists() and meta.exists() and json.loads(meta.read_text()).get("source") == fp):
+            if self._pipe is None:
+                self._pipe = model.load_pipeline(pipe_dir)
+            export_onnx(component, self._pipe, path)
+            write_json(meta, {"source": fp, "pipeline": str(pipe_dir)})
+        return path
 
-    def generate_engines(self) -> list[str]:
+    def sources(self) -> dict[str, ModelSource]:
+        """Per component: its ONNX export, or the eager torch module (code.sdxl.torch_engines) for backends
+        that run torch modules; the backend picks."""
+        pipe_dir = self._require_pipeline()
+        return {c: ModelSource(functools.partial(self.onnx_path, c), "code.sdxl.torch_engines:component_module",
+                               pipe_dir / SUBFOLDER[c]) for c in COMPONENTS}
+
+    def generate_engines(self) -> dict[str, str]:
         s = self.settings
-        if s.backend == "pytorch":  # eager modules from the pipeline folder; nothing to build
-            return [str(self._require_pipeline())]
         backend = get_backend(s.backend)
-        onnx = self.onnx_paths()
-        specs = self.engine_specs()
-        return [str(get_or_build(backend, onnx[c], specs[c], system_id=s.system_id, benchmark="sdxl",
-                                 scenario=s.scenario)) for c in COMPONENTS]
+        specs, sources = self.engine_specs(), self.sources()
+        self._pipe = None
+        out = {c: str(get_or_build(backend, sources[c], specs[c], system_id=s.system_id, benchmark="sdxl",
+                                   scenario=s.scenario)) for c in COMPONENTS}
+        self._pipe = None   # the exporter's torch pipeline, if one was loaded
+        return out
 
     # --- run -------------------------------------------------------------------------------------------
     def make_qsl(self) -> SDXLQSL:
@@ -194,40 +190,23 @@ class SDXLBenchmark(Benchmark):
         self.qsl = SDXLQSL(data, self.settings.performance_sample_count or None)
         return self.qsl
 
-    def _engines(self, device_id: int, paths_: list[str]) -> dict:
-        s = self.settings
-        if s.backend == "pytorch":
-            from code.sdxl.torch_engines import load_engines
-
-            import torch
-
-            dev = f"cuda:{device_id}" if torch.cuda.is_available() else "cpu"
-            threads = s.cpu_threads or max(1, _cores() // len(self.workers()))
-            return load_engines(self.pipeline_dir, self.precisions(), device=dev, threads=threads)
-        backend = get_backend(s.backend)
-        specs = self.engine_specs(device_id)
-        return {c: backend.load(p, specs[c]) for c, p in zip(COMPONENTS, paths_)}
-
-    def make_pipeline(self, device_id: int = 0, engine_paths: list[str] | None = None, data: SDXLData | None = None):
+    def make_pipeline(self, engines: Mapping[str, str], device_id: int = 0, data: SDXLData | None = None):
         from code.sdxl.pipeline import SDXLPipeline
 
         data = data or self.qsl.data
-        engine_paths = engine_paths or self.generate_engines()
+        backend = get_backend(self.settings.backend)
+        specs = self.engine_specs(device_id)
+        loaded = {c: backend.load(engines[c], specs[c]) for c in COMPONENTS}
         sched = self.pipeline_dir / "scheduler" / "scheduler_config.json"
-        return SDXLPipeline(self._engines(device_id, engine_paths), latent=data.latent, neg_ids=(data.neg_1, data.neg_2),
+        return SDXLPipeline(loaded, latent=data.latent, neg_ids=(data.neg_1, data.neg_2),
                             batch_sizes=self.batch_sizes(), image_size=self.image_size,
                             scheduler_config=json.loads(sched.read_text()) if sched.exists() else None)
 
-    def make_processors(self, qsl) -> list[Processor]:
+    def make_processors(self, qsl, engines) -> list[Processor]:
         from code.sdxl.pipeline import SDXLProcessor
 
-        engine_paths = self.generate_engines()
         bs = self.batch_sizes()["unet"]
-        return [SDXLProcessor(self.make_pipeline(dev, engine_paths, qsl.data), qsl.data, bs) for dev in self.workers()]
-
-    def batch_timeout_s(self) -> float:
-        """Server batcher: send a partial unet batch after this long (sdxl_batcher_time_limit)."""
-        return float(self.settings.sdxl_batcher_time_limit)
+        return [SDXLProcessor(self.make_pipeline(engines, dev, qsl.data), qsl.data, bs) for dev in self.workers()]
 
     def accuracy(self, accuracy_log: str, out_dir: str) -> dict:
         from code.sdxl.accuracy import evaluate

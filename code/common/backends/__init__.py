@@ -15,7 +15,7 @@ _IMPLS = {
 
 def backend_class(name: str) -> type[Backend]:
     if name not in _IMPLS:
-        from code.common.fields import did_you_mean
+        from code.common.errors import did_you_mean
 
         raise HarnessError(f"unknown backend '{name}'{did_you_mean(name, _IMPLS)}",
                            f"use --backend={'|'.join(_IMPLS)}")

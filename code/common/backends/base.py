@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Mapping
+from pathlib import Path
+from typing import Callable, Mapping
 
 import numpy as np
 
 
 @dataclasses.dataclass(frozen=True)
 class EngineSpec:
-    """What an engine is built for. Everything here feeds the engine's config hash."""
+    """What an engine is built for. Everything here feeds the engine's build key (code.common.engines)."""
 
     name: str                                   # component name: "resnet50", "unet", ...
     batch_size: int                             # max batch (TensorRT opt profile max)
@@ -43,6 +44,19 @@ def cpu_spin(setting: str, workers: int) -> bool:
     return setting == "on" or (setting == "auto" and workers == 1)
 
 
+@dataclasses.dataclass(frozen=True)
+class ModelSource:
+    """Where a component's model comes from; the backend picks what it builds from (``Backend.prepare``).
+
+    ``onnx``: returns the ONNX path, exporting it first if needed (called only when a backend wants
+    ONNX). ``module_factory`` / ``module_dir``: an eager torch factory ("pkg.module:function") and the
+    folder it loads weights from, for backends that run torch modules directly."""
+
+    onnx: Callable[[], str | Path]
+    module_factory: str | None = None
+    module_dir: str | Path | None = None
+
+
 class Engine(abc.ABC):
     input_names: tuple[str, ...]
     output_names: tuple[str, ...]
@@ -59,11 +73,25 @@ class Backend(abc.ABC):
     name: str          # "onnxruntime" | "tensorrt" | "pytorch"
     short: str         # submission suffix: "ORT" | "TRT" | "PyT"
     engine_suffix: str # ".onnx" | ".plan" | ".pt"
+    precisions: tuple[str, ...] = ("fp32",)   # engine precisions this backend builds
 
     @classmethod
     @abc.abstractmethod
     def available(cls) -> tuple[bool, str]:
         """(True, "") or (False, one-line reason naming what is missing)."""
+
+    def prepare(self, source: ModelSource, spec: EngineSpec) -> tuple[str | Path, EngineSpec]:
+        """(what to build from, the spec to build with). Default: the ONNX model, spec unchanged."""
+        return source.onnx(), spec
+
+    @classmethod
+    def check_precision(cls, precision: str, component: str) -> None:
+        if precision not in cls.precisions:
+            from code.common.errors import HarnessError
+
+            raise HarnessError(f"--backend={cls.name} builds {'/'.join(cls.precisions)} engines; {component} asked "
+                               f"for {precision}", f"use --precision={cls.precisions[0]}, or a backend that builds "
+                               f"{precision} (tensorrt on a GPU that supports it)")
 
     @abc.abstractmethod
     def build(self, onnx_path: str, engine_path: str, spec: EngineSpec) -> None:

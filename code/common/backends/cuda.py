@@ -32,7 +32,6 @@ class CudaRuntime:
     name = "none"
 
     def device_count(self) -> int: raise NotImplementedError
-    def device_name(self, device: int) -> str: raise NotImplementedError
     def set_device(self, device: int) -> None: raise NotImplementedError
     def malloc(self, nbytes: int) -> int: raise NotImplementedError
     def free(self, ptr: int) -> None: raise NotImplementedError
@@ -69,9 +68,6 @@ class _CudaPython(CudaRuntime):
 
     def device_count(self) -> int:
         return int(self._call("cudaGetDeviceCount"))
-
-    def device_name(self, device: int) -> str:
-        return _s(self._call("cudaGetDeviceProperties", device).name).rstrip("\x00")
 
     def set_device(self, device: int) -> None:
         self._call("cudaSetDevice", device)
@@ -123,9 +119,6 @@ class _PyCuda(CudaRuntime):
 
     def device_count(self) -> int:
         return self.drv.Device.count()
-
-    def device_name(self, device: int) -> str:
-        return self.drv.Device(device).name()
 
     def set_device(self, device: int) -> None:
         if getattr(self._tls, "device", None) == device:

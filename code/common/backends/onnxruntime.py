@@ -70,11 +70,7 @@ class OnnxRuntimeBackend(Backend):
         """Run ORT's full graph optimisation once and save the result as the engine."""
         import onnxruntime as ort
 
-        if spec.precision != "fp32":
-            from code.common.errors import HarnessError
-
-            raise HarnessError(f"onnxruntime CPU engines are fp32; {spec.name} asked for {spec.precision}",
-                               "use --precision=fp32 with --backend=onnxruntime (or a TensorRT system)")
+        self.check_precision(spec.precision, spec.name)
         so = session_options(spec, optimized_model_path=engine_path)
         ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
         if not os.path.exists(engine_path):

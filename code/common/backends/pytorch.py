@@ -7,6 +7,13 @@ The "engine" (.pt2) is a saved torch program, one of three archive formats, trie
   pickle  torch.save of the whole module (its class must stay importable).
 Each archive carries harness.json: input names (call order), output names, format.
 
+A fourth format, ``eager``, is chosen when the benchmark offers a module factory for the component
+(``ModelSource.module_factory``; see ``prepare``): the engine file is then a JSON manifest naming the
+factory and the source folder, and ``load`` builds the module eagerly from the weights. This is the
+path for models whose saved program would cost minutes and gigabytes for no runtime gain (the SDXL
+unet); it goes through the same engine cache, so a changed source folder rebuilds the manifest.
+An eager factory is ``f(source_dir, spec, device, dtype) -> (module, input_names, output_names)``.
+
 Where the module comes from:
   * ``extra["torch_factory"] = "pkg.module:function"``: called as function(onnx_path, spec) and
     returns (torch.nn.Module, example_inputs: dict name -> tensor). The module is called with the
@@ -29,6 +36,7 @@ Thread safety: a TorchEngine is used by one thread at a time (the Engine contrac
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import json
 import os
@@ -154,6 +162,7 @@ class PyTorchBackend(Backend):
     name = "pytorch"
     short = "PyT"
     engine_suffix = ".pt2"
+    precisions = ("fp32", "fp16", "bf16")
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -163,13 +172,26 @@ class PyTorchBackend(Backend):
             return False, f"torch does not import ({type(e).__name__}: {e})"
         return True, ""
 
+    def prepare(self, source, spec: EngineSpec):
+        """Prefer the benchmark's eager module factory (no saved program); else its ONNX."""
+        if source.module_factory:
+            extra = dict(spec.extra, torch_format="eager", torch_factory=source.module_factory)
+            return source.module_dir, dataclasses.replace(spec, extra=extra)
+        return super().prepare(source, spec)
+
     def build(self, onnx_path: str, engine_path: str, spec: EngineSpec) -> None:
         import torch
 
-        if spec.precision not in ("fp32", "fp16"):
-            raise HarnessError(f"the pytorch backend runs fp32 or fp16, not {spec.precision}",
+        if spec.precision not in self.precisions:
+            raise HarnessError(f"the pytorch backend runs {'/'.join(self.precisions)}, not {spec.precision} ({spec.name})",
                                "use --backend=tensorrt for int8/fp8, or set precision fp16")
         factory = spec.extra.get("torch_factory")
+        if spec.extra.get("torch_format") == "eager":
+            _load_factory(factory)   # fail at build time, not in the timed run
+            with open(engine_path, "w") as f:
+                json.dump({"format": "eager", "factory": factory, "source": str(onnx_path),
+                           "torch": torch.__version__}, f, indent=2)
+            return
         module, examples = _load_factory(factory)(onnx_path, spec) if factory else _from_onnx(onnx_path, spec)
         module = module.eval()
         out_names = list(spec.extra.get("output_names") or [])
@@ -179,6 +201,9 @@ class PyTorchBackend(Backend):
         _save(module, examples, spec, meta, engine_path)
 
     def load(self, engine_path: str, spec: EngineSpec) -> Engine:
+        if not zipfile.is_zipfile(engine_path):
+            with open(engine_path) as f:
+                return EagerTorchEngine(json.load(f), spec)
         return TorchEngine(engine_path, spec)
 
     @staticmethod
@@ -191,17 +216,84 @@ class PyTorchBackend(Backend):
             return {"torch": None}
 
 
+def _device(spec: EngineSpec):
+    import torch
+
+    want_cpu = spec.extra.get("torch_device") == "cpu"
+    return torch.device("cpu" if want_cpu or not torch.cuda.is_available() else f"cuda:{spec.device_id}")
+
+
+class EagerTorchEngine(Engine):
+    """A module built by an eager factory (format ``eager``), on cuda:<device_id> or the CPU.
+
+    Device transfers: an input passed as a read-only numpy array (callers mark per-batch constants,
+    e.g. SDXL's text embeddings, read-only) is copied to the device once and reused while the same
+    array object is passed again; writable inputs are copied on every call. Outputs are host float32
+    (the Engine contract), whatever the compute dtype. Half precision runs only on CUDA.
+    """
+
+    DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+    def __init__(self, manifest: dict, spec: EngineSpec):
+        import torch
+
+        self.device = _device(spec)
+        self.dtype = getattr(torch, self.DTYPES[spec.precision]) if self.device.type == "cuda" else torch.float32
+        self.threads = _threads(spec) if self.device.type == "cpu" else 0
+        self._tls = threading.local()
+        module, ins, outs = _load_factory(manifest["factory"])(manifest["source"], spec, self.device, self.dtype)
+        self.module = module.to(self.device).eval()
+        self.input_names, self.output_names = tuple(ins), tuple(outs)
+        self._cache: dict[str, tuple[np.ndarray, object]] = {}
+
+    def _to_device(self, name: str, a: np.ndarray):
+        import torch
+
+        hit = self._cache.get(name)
+        if hit is not None and hit[0] is a:
+            return hit[1]
+        t = torch.from_numpy(np.array(a, copy=True) if not a.flags.writeable else np.ascontiguousarray(a))
+        t = t.to(self.device)
+        if t.is_floating_point():
+            t = t.to(self.dtype)
+        if not a.flags.writeable:
+            self._cache[name] = (a, t)   # holding ``a`` keeps its identity from being reused
+        return t
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import torch
+
+        _apply_threads(self)
+        args = [self._to_device(n, feeds[n]) for n in self.input_names]
+        with torch.inference_mode():
+            out = self.module(*args)
+        out = out if isinstance(out, tuple) else (out,)
+        return {n: o.float().cpu().numpy() for n, o in zip(self.output_names, out)}
+
+    def close(self) -> None:
+        self.module = None
+        self._cache.clear()
+
+
+def _apply_threads(engine) -> None:
+    """torch's intra-op pool size is per calling thread: set it on each worker thread once."""
+    if engine.threads and getattr(engine._tls, "threads", None) != engine.threads:
+        import torch
+
+        torch.set_num_threads(engine.threads)
+        engine._tls.threads = engine.threads
+
+
 class TorchEngine(Engine):
     """A loaded torch program on one device. ``format`` says which archive it came from."""
 
     def __init__(self, path: str, spec: EngineSpec):
         import torch
 
-        want_cpu = spec.extra.get("torch_device") == "cpu"
-        self.device = torch.device("cpu" if want_cpu or not torch.cuda.is_available() else f"cuda:{spec.device_id}")
+        self.device = _device(spec)
         self.threads = _threads(spec) if self.device.type == "cpu" else 0
         self._tls = threading.local()
-        self._apply_threads()
+        _apply_threads(self)
         self.format = _archive_format(path)
         extra = {META: ""}
         if self.format == "export":
@@ -227,13 +319,6 @@ class TorchEngine(Engine):
         self.output_names = tuple(meta["output_names"])
         self.autocast = spec.precision == "fp16" and self.device.type == "cuda"
 
-    def _apply_threads(self) -> None:
-        if self.threads and getattr(self._tls, "threads", None) != self.threads:
-            import torch
-
-            torch.set_num_threads(self.threads)
-            self._tls.threads = self.threads
-
     def _name_outputs(self, out) -> dict:
         import torch
 
@@ -256,7 +341,7 @@ class TorchEngine(Engine):
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         import torch
 
-        self._apply_threads()
+        _apply_threads(self)
         args = []
         for n in self.input_names:
             a = np.asarray(feeds[n])

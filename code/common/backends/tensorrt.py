@@ -167,6 +167,7 @@ class TensorRTBackend(Backend):
     name = "tensorrt"
     short = "TRT"
     engine_suffix = ".plan"
+    precisions = ("fp32", "fp16", "int8", "fp8")
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

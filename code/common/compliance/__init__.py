@@ -1,19 +1,5 @@
-"""Compliance audits (TEST01, TEST04; TEST06 reserved for LLM benchmarks).
+"""Compliance audits (TEST01, TEST04; TEST06 for LLM benchmarks): ``code.common.compliance.audit``.
 
-Entry point: ``code.common.compliance.audit.run_audit(settings_or_benchmark, test)``.
-Nothing heavy is imported here.
+The list of audit tests is the round table's (``code.common.rounds.AUDIT_TESTS``); which ones a
+benchmark needs is its round entry's ``compliance_tests``.
 """
-TESTS = ("TEST01", "TEST04", "TEST06")
-
-
-def run_audit(target, test, **kw):
-    from code.common.compliance.audit import run_audit as _run
-
-    return _run(target, test, **kw)
-
-
-def run_audits(cli, settings):
-    """``--action=run_audit_harness`` (called by code.common.actions)."""
-    from code.common.compliance.audit import run_audits as _run
-
-    return _run(cli, settings)

@@ -7,14 +7,14 @@
    early, with the command to run, when one is missing;
 2. runs one PerformanceOnly LoadGen test through ``code.common.runner.run_one`` with the
    test's audit.config (the runner writes it into the child's working directory and removes it
-   afterwards); the settings carry action ``run_audit_harness``, so the runner derates the Server
-   target QPS by ``audit_server_qps_factor`` (0.92);
+   afterwards); its RunControl names the audit test, so the runner derates the Server target QPS
+   by ``audit_server_qps_factor`` (0.92);
 3. verifies the result (``verify_audit_dir``) and writes verify_accuracy.txt /
    verify_performance.txt in the official format plus verification.json; with
    $MLPERF_INFERENCE_DIR set it also runs the official run_verification.py and records any
    disagreement as an error.
 
-Logs: build/compliance_logs/<TEST>/<system_name>/<benchmark>/<scenario>/ (each audit of that key
+Logs: build/compliance_logs/<TEST>/<system_name>/<log_name>/<scenario>/ (each audit of that key
 replaces it whole; the runner stages the run beside it and renames it into place).
 """
 from __future__ import annotations
@@ -30,9 +30,9 @@ from code.common.compliance import official, verify
 from code.common.compliance.mlperf_log import load_accuracy_log
 from code.common.errors import HarnessError, RunError
 from code.common.fileio import sha256_file, write_json, write_text
-from code.common.submission import rounds
-from code.common.submission.accuracy import values as accuracy_values
-from code.common.submission.select import Run, choose, scan
+from code.common import rounds
+from code.common.accuracy_text import values as accuracy_values
+from code.common.selection import Run, choose, scan
 
 
 def log_dir_for(test: str, system_name: str, benchmark: str, scenario: str) -> Path:
@@ -41,22 +41,6 @@ def log_dir_for(test: str, system_name: str, benchmark: str, scenario: str) -> P
 
 def _settings_of(target: Any):
     return getattr(target, "settings", target)
-
-
-def audit_settings(settings):
-    """Settings for the audit run: action ``run_audit_harness``, so that the runner's one
-    settings->user.conf function applies ``audit_server_qps_factor`` to the Server target QPS."""
-    from code.common.settings import RunSettings
-
-    if settings.values.get("action") == "run_audit_harness" and "audit_server_qps_factor" in settings.values:
-        return settings
-    values, sources = dict(settings.values), dict(settings.sources)
-    values["action"] = "run_audit_harness"
-    sources["action"] = "compliance audit"
-    if "audit_server_qps_factor" not in values:
-        values["audit_server_qps_factor"] = 0.92
-        sources["audit_server_qps_factor"] = "schema default"
-    return RunSettings(settings.spec, settings.scenario, settings.system, values, sources, settings.config_file)
 
 
 def reference_runs(system_name: str, benchmark: str, scenario: str, *, roots=None,
@@ -209,22 +193,26 @@ def summary_lines(rec: dict) -> list[str]:
 # --- the audit run --------------------------------------------------------------------------------
 
 def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, run_one=None,
-              log=print) -> dict:
+              control_over: dict | None = None, log=print) -> dict:
     """Run and verify compliance ``test`` for one benchmark x scenario; returns the verification record.
 
     ``target``: RunSettings, or a Benchmark (its settings are used and it scores the TEST01
     fallback). ``extra_audit_keys``: test-only additions to audit.config (e.g. a smaller
     min_query_count); such an audit is marked ``audit_official_config: false`` in its metadata.
+    ``control_over``: RunControl values for the audit run (``use_cached_responses`` in tests).
     """
+    from code.common.benchmarks import implementation
+    from code.common.settings import RunControl
+
     settings = _settings_of(target)
     spec = settings.spec
-    rnd = rounds.current()
-    rb = rnd.benchmark(spec.mlperf_name)
+    rnd = rounds.current(settings.values.get("round"))
+    rb = settings.round_entry()
     if test == "TEST06":
         raise ac.not_applicable_test06(rb)
     text = ac.audit_config(test, rnd, rb, settings.scenario, extra_audit_keys)
     skipped: list = []
-    perf_ref, acc_ref = reference_runs(settings.system_name, spec.name, settings.scenario,
+    perf_ref, acc_ref = reference_runs(settings.system_name, settings.log_name, settings.scenario,
                                        round_min_ms=rnd.min_duration_ms, why=skipped)
     if perf_ref is None:
         raise _missing_ref("performance", spec.name, settings.scenario, settings.system_name, skipped)
@@ -232,14 +220,16 @@ def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, r
         raise _missing_ref("accuracy", spec.name, settings.scenario, settings.system_name, skipped)
     if run_one is None:
         from code.common.runner import run_one
-    final = log_dir_for(test, settings.system_name, spec.name, settings.scenario)
+    final = log_dir_for(test, settings.system_name, settings.log_name, settings.scenario)
     log(f"[audit] {test} {spec.name} {settings.scenario}: reference performance run {perf_ref.dir}"
         + (f", accuracy run {acc_ref.dir}" if test == "TEST01" else ""))
-    s = audit_settings(settings)
-    if s.scenario == "Server":
-        log(f"[audit] Server target QPS x {s.audit_server_qps_factor} (audit_server_qps_factor)")
+    if settings.scenario == "Server":
+        log(f"[audit] Server target QPS x {settings.audit_server_qps_factor} (audit_server_qps_factor)")
+    bench = target if target is not settings else implementation(spec)(settings)
+    control = RunControl(action="run_audit_harness", test_mode="PerformanceOnly", audit_test=test,
+                         **(control_over or {}))
     # run_one stages the run beside ``final`` and renames it into place when metadata.json is complete
-    meta = dict(run_one(s, "PerformanceOnly", final, audit_config=text, audit_test=test))
+    meta = dict(run_one(settings, control, final, bench.generate_engines(), audit_config=text))
     if extra_audit_keys:
         meta["audit_official_config"] = False
         write_json(final / "metadata.json", meta)
@@ -265,8 +255,9 @@ def run_audits(cli: dict, settings: list) -> int:
     """``--action=run_audit_harness``: the audit for every benchmark x scenario; 0 if all pass, else 4."""
     test = cli.get("audit_test")
     failed = []
+    over = {k: cli[k] for k in ("verbose", "use_cached_responses") if k in cli}
     for s in settings:
-        rec = run_audit(s, test)
+        rec = run_audit(s, test, control_over=over)
         if not rec["accepted"]:
             failed.append(f"{s.benchmark} {s.scenario}")
     if failed:

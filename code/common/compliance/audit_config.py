@@ -9,9 +9,8 @@ wildcard lines plus explicit ``<loadgen_model>.<scenario>.key`` lines for model-
 from __future__ import annotations
 
 from code.common.errors import HarnessError
-from code.common.submission.rounds import Round, RoundBenchmark
+from code.common.rounds import AUDIT_TESTS as TESTS, Round, RoundBenchmark
 
-TESTS = ("TEST01", "TEST04", "TEST06")
 
 _HEADER = """\
 # The format of this config file is 'key = value'.
@@ -25,10 +24,6 @@ def not_applicable_test06(bench: RoundBenchmark) -> HarnessError:
     return HarnessError(f"TEST06 is not applicable to {bench.name}: it checks LLM token outputs "
                         "(first token, EOS, output length) and this harness has no LLM benchmark yet",
                         "run TEST01 and TEST04: make run_audit_test01 / make run_audit_test04")
-
-
-def required_tests(bench: RoundBenchmark) -> tuple[str, ...]:
-    return bench.compliance_tests
 
 
 def audit_config(test: str, rnd: Round, bench: RoundBenchmark, scenario: str,

@@ -4,7 +4,6 @@ mlperf_log_accuracy.json. Read-only helpers; the files are never modified here.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -55,27 +54,6 @@ class DetailLog:
     @property
     def valid(self) -> bool:
         return self.get("result_validity") == "VALID"
-
-
-def summary_fields(path: str | Path) -> dict[str, str]:
-    """``"Key : value"`` lines of mlperf_log_summary.txt as a dict (first occurrence wins)."""
-    out: dict[str, str] = {}
-    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
-        if ":" not in line:
-            continue
-        k, v = line.split(":", 1)
-        out.setdefault(k.strip(), v.strip())
-    return out
-
-
-def summary_error_count(path: str | Path) -> int:
-    """Errors the summary reports ("N ERROR(s) encountered" style lines); 0 when none."""
-    n = 0
-    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
-        m = re.match(r"^(\d+) ERROR", line)
-        if m:
-            n += int(m.group(1))
-    return n
 
 
 def load_accuracy_log(path: str | Path) -> list[dict[str, Any]]:

@@ -134,15 +134,15 @@ def _child(job: dict) -> None:
 
 def _write_metadata(out: Path, job: dict, started: float, finished: float) -> None:
     from code.common.compliance.mlperf_log import DetailLog
-    from code.common.submission.rounds import V6_1
+    from code.common import scenarios
 
     log = DetailLog(out / "mlperf_log_detail.txt")
     scen = job["scenario"]
-    metric = V6_1.result_field.get(scen, "")
+    metric = scenarios.get(scen).checker_field
     value = log.get(metric)
     eff = {k: v for k, v in log.values.items() if k.startswith("effective_")}
     md = {
-        "schema": 1, "benchmark": "resnet50", "mlperf_name": "resnet50", "loadgen_model": job["model"],
+        "schema": 2, "benchmark": "resnet50", "log_name": "resnet50", "loadgen_model": job["model"],
         "scenario": scen, "test_mode": job["mode"], "audit_test": None, "system_id": "Synthetic-2c",
         "system_name": "Synthetic-2c_ORT", "config_ver": "default", "model_variant": "tiny",
         "backend": "onnxruntime", "precision": "fp32", "config_hash": "synthetic", "fast": False,

@@ -28,8 +28,8 @@ from code.common.cli import ArgumentParser, guarded
 from code.common import paths
 from code.common.errors import HarnessError
 from code.common.fileio import staged_dir, staged_path, write_text
-from code.common.submission import rounds
-from code.common.submission.accuracy import has_hash
+from code.common import rounds
+from code.common.accuracy_text import has_hash
 from code.common.submission.stage import check_name, staging_root
 from code.common.submission.tree import link_or_copy, link_tree
 from code.common.submission.truncate import MAX_TRUNCATED

@@ -31,8 +31,9 @@ from code.common import paths
 from code.common.compliance.audit import verify_audit_dir
 from code.common.errors import HarnessError
 from code.common.fileio import write_json, write_text
-from code.common.submission import measurements, mlperf_conf, rounds, sysdesc
-from code.common.submission.select import Run, Selection, choose, scan
+from code.common import rounds
+from code.common.submission import measurements, mlperf_conf, sysdesc
+from code.common.selection import Run, Selection, choose, scan
 from code.common.submission.tree import link_or_copy, link_tree, swap_dirs
 
 SUBDIRS = ("results", "compliance", "measurements")
@@ -124,13 +125,18 @@ def plan(sel: Selection, rnd: rounds.Round) -> tuple[dict, list[tuple[Run, str]]
     staged: dict[tuple[str, str, str], dict] = {}
     dropped = []
     for kind, table in (("performance", sel.performance), ("accuracy", sel.accuracy)):
-        for (system, bench, scen), run in table.items():
-            mlperf = str(run.meta.get("mlperf_name") or bench)
-            rb = rnd.benchmarks.get(mlperf)
-            if rb is None:
-                dropped.append((run, f"{mlperf} is not a benchmark of MLPerf Inference {rnd.version}"))
+        for (system, log_name, scen), run in table.items():
+            bench = str(run.meta.get("benchmark") or log_name)
+            if not rnd.entries(bench):
+                dropped.append((run, f"{bench} is not a benchmark of MLPerf Inference {rnd.version}; "
+                                     f"{rounds.not_in_round(rnd, bench).fix}"))
                 continue
-            entry = staged.setdefault((system, rb.name, scen), {"rb": rb, "pkg": bench})
+            try:
+                rb = rnd.entry(bench, run.meta.get("accuracy_target"))
+            except HarnessError as e:
+                dropped.append((run, e.cause))
+                continue
+            entry = staged.setdefault((system, rb.name, scen), {"rb": rb, "pkg": log_name, "bench": bench})
             entry[kind] = run
     return staged, dropped
 
@@ -185,7 +191,7 @@ def stage(*, submitter: str, division: str, version: str | None = None, log_root
                 write_text(meas / "calibration_process.adoc", measurements.calibration(perf.meta))
                 write_json(meas / f"{system}_{scen}.json", measurements.measurements_json(perf.meta))
             if acc is None:
-                notes.append(f"{label}: no accuracy run; run make run_harness RUN_ARGS=\"--benchmarks={e['pkg']} "
+                notes.append(f"{label}: no accuracy run; run make run_harness RUN_ARGS=\"--benchmarks={e['bench']} "
                              f"--scenarios={scen} --test_mode=AccuracyOnly\"")
             else:
                 if (res / "accuracy").exists():
@@ -199,7 +205,7 @@ def stage(*, submitter: str, division: str, version: str | None = None, log_root
                         shutil.rmtree(comp / test)
                     if not (audit_dir / "mlperf_log_detail.txt").is_file():
                         notes.append(f"{label}: {test} not run; run make run_audit_{test.lower()} "
-                                     f"RUN_ARGS=\"--benchmarks={e['pkg']} --scenarios={scen}\"")
+                                     f"RUN_ARGS=\"--benchmarks={e['bench']} --scenarios={scen}\"")
                         continue
                     _stage_compliance(test, audit_dir, comp / test, perf, acc, rb, notes, label)
             report["staged"].append({"key": label, "performance": str(perf.dir) if perf else None,

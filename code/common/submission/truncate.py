@@ -18,7 +18,7 @@ from code.common.cli import ArgumentParser, guarded
 from code.common import paths
 from code.common.errors import HarnessError
 from code.common.fileio import sha256_file, staged_path
-from code.common.submission.accuracy import has_hash
+from code.common.accuracy_text import has_hash
 from code.common.submission.tree import link_or_copy
 
 VIEWABLE = 4096

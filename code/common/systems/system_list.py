@@ -142,7 +142,7 @@ def known_ids() -> list[str]:
 
 
 def _forced(info: SystemInfo, name: str) -> SystemMatch:
-    from code.common.fields import did_you_mean
+    from code.common.errors import did_you_mean
 
     for c in KnownSystems.gpu_classes():
         for n in c.counts:

@@ -20,7 +20,8 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-LOWER_IS_BETTER = ("SingleStream", "MultiStream")
+from code.common import scenarios
+
 PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 ACC_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json")
 
@@ -32,7 +33,8 @@ class Run:
 
     @property
     def key(self) -> tuple[str, str, str]:
-        return (str(self.meta.get("system_name")), str(self.meta.get("benchmark")), str(self.meta.get("scenario")))
+        return (str(self.meta.get("system_name")), str(self.meta.get("log_name") or self.meta.get("benchmark")),
+                str(self.meta.get("scenario")))
 
     @property
     def mode(self) -> str:
@@ -98,40 +100,39 @@ def scan(roots: Iterable[str | Path]) -> tuple[list[Run], list[str]]:
     return runs, problems
 
 
-def _why_not_performance(run: Run) -> str | None:
+def _why_not(run: Run, files: tuple[str, ...], audit_note: str) -> str | None:
+    """What rules a run out in either mode, or None."""
     m = run.meta
     if m.get("audit_test"):
-        return f"compliance audit run ({m['audit_test']}), not a submission run"
+        return f"compliance audit run ({m['audit_test']}){audit_note}"
     if m.get("status") != "ok":
         return f"run failed: {m.get('error') or 'status ' + str(m.get('status'))}"
-    if m.get("result_validity") != "VALID" or not m.get("valid", False):
+    if m.get("loadgen_errors"):
+        return f"LoadGen logged errors: {m['loadgen_errors'][0]}"
+    missing = [f for f in files if not (run.dir / f).is_file()]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    return None
+
+
+def _why_not_performance(run: Run) -> str | None:
+    m = run.meta
+    if m.get("status") == "ok" and not m.get("audit_test") and (m.get("result_validity") != "VALID"
+                                                                  or not m.get("valid", False)):
         lines = (m.get("early_stopping") or {}).get("lines") or []
         extra = f" ({'; '.join(str(x) for x in lines[:2])})" if lines else ""
         return f"LoadGen result {m.get('result_validity') or 'unknown'}{extra}"
-    if m.get("loadgen_errors"):
-        return f"LoadGen logged errors: {m['loadgen_errors'][0]}"
-    missing = [f for f in PERF_FILES if not (run.dir / f).is_file()]
-    if missing:
-        return f"missing {', '.join(missing)}"
-    if m.get("metric_value") is None:
+    why = _why_not(run, PERF_FILES, ", not a submission run")
+    if why is None and m.get("metric_value") is None:
         return "no headline metric in metadata"
-    return None
+    return why
 
 
 def _why_not_accuracy(run: Run) -> str | None:
-    m = run.meta
-    if m.get("audit_test"):
-        return f"compliance audit run ({m['audit_test']})"
-    if m.get("status") != "ok":
-        return f"run failed: {m.get('error') or 'status ' + str(m.get('status'))}"
-    if m.get("loadgen_errors"):
-        return f"LoadGen logged errors: {m['loadgen_errors'][0]}"
-    missing = [f for f in ACC_FILES if not (run.dir / f).is_file()]
-    if missing:
-        return f"missing {', '.join(missing)}"
-    if not (run.dir / "accuracy.txt").is_file() and not (m.get("accuracy") or {}).get("text"):
+    why = _why_not(run, ACC_FILES, "")
+    if why is None and not (run.dir / "accuracy.txt").is_file() and not (run.meta.get("accuracy") or {}).get("text"):
         return "no accuracy.txt (accuracy was not scored)"
-    return None
+    return why
 
 
 def _acc_passed(run: Run) -> bool | None:
@@ -153,7 +154,7 @@ def choose(runs: Iterable[Run], round_min_duration_ms: int = 600_000) -> Selecti
             sel.skipped.append((run, f"test_mode {run.mode} is not staged"))
 
     for key, cands in perf_cands.items():
-        sign = 1.0 if key[2] in LOWER_IS_BETTER else -1.0
+        sign = 1.0 if scenarios.get(key[2]).lower_is_better else -1.0
         cands.sort(key=lambda r: (r.tiny, r.short(round_min_duration_ms),
                                   sign * float(r.meta["metric_value"]), -r.when, str(r.dir)))
         best = cands[0]

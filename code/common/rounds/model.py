@@ -1,0 +1,98 @@
+"""What one MLPerf Inference round requires: benchmark names, scenarios, accuracy targets, audits, seeds.
+
+The dataclasses only; the tables are in ``code.common.rounds.v5`` / ``.v6`` and the lookups in
+``code.common.rounds`` (the one place accuracy scripts, audits, staging, export and pre-flight ask).
+
+A round lists *entries*, one per submission name (``bert-99``, ``bert-99.9``, ``resnet``). Each entry
+names the harness benchmark package it is run by (``bert``, ``resnet50``) and the accuracy variant
+(``"99"``, ``"99.9"`` or ``""`` where the round has no split). ``--accuracy_target`` picks the
+variant; the submission name follows from the entry.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+from code.common.errors import HarnessError
+
+DEFAULT_ACCURACY_TARGET = "99"
+AUDIT_TESTS = ("TEST01", "TEST04", "TEST06")   # every compliance test a round can require
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundBenchmark:
+    """One submission name as a round sees it."""
+
+    name: str                                  # submission directory name, e.g. "resnet", "bert-99.9"
+    benchmark: str                             # harness package that runs it, e.g. "resnet50", "bert"
+    loadgen_model: str                         # model key in LoadGen's mlperf.conf, e.g. "resnet50"
+    accuracy_variant: str = ""                 # "99" | "99.9" | "" (the round has no split)
+    edge_scenarios: tuple[str, ...] = ()       # required scenarios for system_type "edge" (empty: not edge)
+    datacenter_scenarios: tuple[str, ...] = () # required scenarios for "datacenter" (empty: not datacenter)
+    both_scenarios: tuple[str, ...] = ()       # required for "datacenter,edge"
+    dataset_size: int = 0                      # samples an accuracy run must cover
+    performance_sample_count: int = 0          # minimum effective_performance_sample_count
+    compliance_tests: tuple[str, ...] = ()     # audits a closed submission must include
+    test01_sampling_target: int = 0            # accuracy_log_sampling_target of TEST01
+    test04_extra: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)  # scenario -> key -> value
+    accuracy_delta_perc: Mapping[str, float] = dataclasses.field(default_factory=dict)      # TEST01 fallback deltas
+    accuracy_metrics: tuple[str, ...] = ()     # metric names as the checker parses them from accuracy.txt
+    accuracy_min: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    accuracy_max: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    extra_accuracy_files: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # dir -> stems
+    result_field: Mapping[str, str] = dataclasses.field(default_factory=dict)  # scenario -> checker field override
+
+    def required_scenarios(self, system_type: str) -> tuple[str, ...] | None:
+        """Scenarios a closed submission must hold for ``system_type``; None: benchmark not in that category."""
+        st = ",".join(sorted(p.strip() for p in system_type.split(",")))
+        req = {"edge": self.edge_scenarios, "datacenter": self.datacenter_scenarios,
+               "datacenter,edge": self.both_scenarios}.get(st)
+        return req if req else None
+
+    @property
+    def scenarios(self) -> tuple[str, ...]:
+        """Every scenario the round defines for this entry, in any category."""
+        return tuple(dict.fromkeys(self.edge_scenarios + self.datacenter_scenarios + self.both_scenarios))
+
+    def delta_perc(self, metric: str) -> float:
+        """Allowed TEST01 fallback accuracy delta in percent (checker default: 1, or 0.1 for -99.9)."""
+        if metric in self.accuracy_delta_perc:
+            return self.accuracy_delta_perc[metric]
+        return 0.1 if self.accuracy_variant == "99.9" else 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Round:
+    version: str                               # "v6.1": what the official checker's --version takes
+    loadgen_versions: tuple[str, ...]          # LoadGen version prefixes whose compiled-in seeds are this round's
+    seeds: Mapping[str, int]                   # effective_* seed values every run must log
+    audit_accuracy_log_rng_seed: int           # TEST01's accuracy_log_rng_seed
+    min_duration_ms: int                       # every performance run
+    benchmarks: Mapping[str, RoundBenchmark]   # key: submission name ("resnet", "bert-99")
+    src_dir: str = "src"                       # "code" before v6.0
+    results_hold_compliance: bool = True       # v6.x: compliance + measurements under results/<sys>/<bench>/<scen>/
+
+    def entries(self, benchmark: str) -> list[RoundBenchmark]:
+        """Entries run by harness package ``benchmark`` (one, or the 99 and 99.9 pair)."""
+        return [b for b in self.benchmarks.values() if b.benchmark == benchmark]
+
+    def entry(self, benchmark: str, accuracy_target: str | None = None) -> RoundBenchmark:
+        """The entry for harness package ``benchmark`` at ``accuracy_target`` ("99" | "99.9").
+
+        A round without a split for that benchmark ignores the target (SDXL, ResNet50)."""
+        found = self.entries(benchmark)
+        if not found:   # code.common.rounds.entry() words this error with the rounds that have it
+            raise HarnessError(f"benchmark '{benchmark}' is not part of MLPerf Inference {self.version}",
+                               "pick another round with --round")
+        if not any(b.accuracy_variant for b in found):
+            return found[0]          # no split (several names, e.g. an "-edge" twin: the first is the main one)
+        want = accuracy_target or DEFAULT_ACCURACY_TARGET
+        for b in found:
+            if b.accuracy_variant == want:
+                return b
+        have = ", ".join(dict.fromkeys(b.accuracy_variant for b in found))
+        raise HarnessError(f"{benchmark} has no {want} accuracy target in {self.version} (it has: {have})",
+                           f"use --accuracy_target={found[0].accuracy_variant}")
+
+    def by_submission_name(self, name: str) -> RoundBenchmark | None:
+        return self.benchmarks.get(name)

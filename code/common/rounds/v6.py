@@ -1,0 +1,82 @@
+"""Rounds v6.0 and v6.1, transcribed from the official submission checker
+(``tools/submission/submission_checker/constants.py``) of mlcommons/inference at commit
+b66003e10e2db4b8c36a448b0545ec90fcc6e9e9 ("Require only one of server or interactive (#2654)",
+2026-08-20). ``v5.py`` (v5.0, v5.1) is read from the same commit; it says which constant each field
+comes from. ``tests/test_rounds_official.py`` compares both files with a checkout.
+
+Only the harness's benchmarks are listed (rgat, llama3.1-405b, deepseek-r1, whisper, gpt-oss-120b,
+qwen3-vl, wan-2.2, dlrm-v3, yolo, e2e-rag, pointpainting are not). The checker's *optional*
+scenarios ("one of Interactive or Server" for the datacenter LLMs) are not in ``RoundBenchmark``: the
+scenario tuples hold the required ones only.
+"""
+from __future__ import annotations
+
+from code.common.rounds.model import Round, RoundBenchmark
+from code.common.rounds.v5 import AUDIT_ACCURACY_LOG_RNG_SEED, MIN_DURATION_MS, V5_1, edit, sdxl
+
+CHECKER_COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"
+
+# loadgen/mlperf.conf from f131a0d2 "Update seeds for inference v6.0" (LoadGen 6.0.5 .. 6.0.15)
+SEEDS_V60 = {"qsl_rng_seed": 2465351861681999779,
+             "sample_index_rng_seed": 14276810075590677512,
+             "schedule_rng_seed": 3936089224930324775}
+# loadgen/mlperf.conf from b0662794 "Add random seeds for v6.1" (LoadGen 6.0.16 on)
+SEEDS_V61 = {"qsl_rng_seed": 2085463073848966840,
+             "sample_index_rng_seed": 2747215439041700203,
+             "schedule_rng_seed": 16159082839903944936}
+
+_V51 = V5_1.benchmarks
+
+# ---------------------------------------------------------------------------------------------- v6.0
+# DLRMv2 leaves (dlrm-v3 replaces it); RetinaNet is only in the datacenter,edge category; SDXL leaves
+# the datacenter category. Compliance tests and targets are v5.1's.
+_V60 = {
+    "resnet": _V51["resnet"],
+    **edit(_V51, "retinanet", edge_scenarios=(), datacenter_scenarios=()),
+    **{n: _V51[n] for n in ("bert-99", "bert-99.9", "3d-unet-99", "3d-unet-99.9", "llama3.1-8b",
+                            "llama3.1-8b-edge", "llama2-70b-99", "llama2-70b-99.9")},
+    "stable-diffusion-xl": sdxl(("1311", "2476", "3644", "2188", "4114", "52", "388", "1195", "3427", "2289")),
+    "mixtral-8x7b": _V51["mixtral-8x7b"],
+}
+
+V6_0 = Round(version="v6.0", loadgen_versions=(), seeds=SEEDS_V60,
+             audit_accuracy_log_rng_seed=AUDIT_ACCURACY_LOG_RNG_SEED, min_duration_ms=MIN_DURATION_MS,
+             benchmarks=_V60, src_dir="src", results_hold_compliance=True)
+
+# ---------------------------------------------------------------------------------------------- v6.1
+# RetinaNet, Mixtral and llama2-70b-99 leave (llama2-70b-99.9 stays, without a -99 twin).
+V6_1 = Round(
+    version="v6.1",
+    loadgen_versions=("6.0.",),
+    seeds=SEEDS_V61,
+    audit_accuracy_log_rng_seed=AUDIT_ACCURACY_LOG_RNG_SEED,
+    min_duration_ms=MIN_DURATION_MS,
+    benchmarks={
+        # ResNet50 is filed as "resnet" (since v5.0); it is an edge-only benchmark since v5.1.
+        "resnet": RoundBenchmark(
+            name="resnet", benchmark="resnet50", loadgen_model="resnet50",
+            edge_scenarios=("SingleStream", "MultiStream", "Offline"),
+            both_scenarios=("SingleStream", "MultiStream", "Offline", "Server"),
+            dataset_size=50_000, performance_sample_count=1024,
+            compliance_tests=("TEST01", "TEST04"), test01_sampling_target=4096,
+            accuracy_metrics=("acc",), accuracy_min={"acc": 76.46 * 0.99}),
+        **{n: _V60[n] for n in ("bert-99", "bert-99.9", "3d-unet-99", "3d-unet-99.9", "llama3.1-8b",
+                                "llama3.1-8b-edge", "llama2-70b-99.9")},
+        # SDXL has no -99/-99.9 split; in v6.1 it is edge (SingleStream, Offline).
+        "stable-diffusion-xl": RoundBenchmark(
+            name="stable-diffusion-xl", benchmark="sdxl", loadgen_model="stable-diffusion-xl",
+            edge_scenarios=("SingleStream", "Offline"),
+            both_scenarios=("SingleStream", "Offline", "Server"),
+            dataset_size=5000, performance_sample_count=5000,
+            compliance_tests=("TEST01", "TEST04"), test01_sampling_target=128,
+            test04_extra={"Offline": {"min_query_count": 500}},
+            accuracy_delta_perc={"CLIP_SCORE": 1.0, "FID_SCORE": 2.0},
+            accuracy_metrics=("CLIP_SCORE", "FID_SCORE"),
+            accuracy_min={"CLIP_SCORE": 31.68631873, "FID_SCORE": 23.01085758},
+            accuracy_max={"CLIP_SCORE": 31.81331801, "FID_SCORE": 23.95007626},
+            # text_to_image/tools/sample_ids.txt of v6.1 (4b790a61 "Add constants for v6.1"): the
+            # accuracy run saves these images. The checker's REQUIRED_ACC_BENCHMARK has no v6.1 list yet.
+            extra_accuracy_files={"images": ("4475", "3627", "1046", "4937", "3867",
+                                             "1671", "3789", "1206", "4111", "3093")}),
+    },
+)

@@ -1,0 +1,136 @@
+"""The one definition of each LoadGen scenario. Every other module asks here.
+
+A scenario owns: its LoadGen enum name, the ``user.conf`` keys its settings become, the headline
+metric (detail-log key, name, unit, direction), the field the official checker reads for the result
+(``early_stopping_*`` where early stopping applies), how the SUT dispatches queries, and which schema
+settings apply to it. Adding a scenario (the LLM ``Interactive`` one, say) is one entry in
+``SCENARIOS`` plus its configs.
+
+Dispatch modes (``code.common.sut``):
+- ``queue``: issue_queries hands batches to worker queues and returns (Offline);
+- ``batcher``: one batcher thread fills batches up to a time limit (Server);
+- ``inline``: work runs on LoadGen's issue thread (SingleStream, MultiStream: the next query comes
+  only after this one completes).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from code.common.errors import HarnessError, did_you_mean
+
+
+def _g(v: Any) -> str:
+    return f"{v:g}"
+
+
+def _ns_to_ms(v: Any) -> str:
+    return f"{v / 1e6:g}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfKey:
+    """One run setting written to user.conf as ``<model>.<scenario>.<key> = convert(value)``;
+    skipped when the value equals ``skip`` (the "use mlperf.conf" sentinel)."""
+
+    setting: str
+    key: str
+    convert: Callable[[Any], str] = str
+    skip: Any = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str                       # "Offline": the LoadGen enum name and our directory name
+    dispatch: str                   # "queue" | "batcher" | "inline"
+    metric: str                     # metadata.json "metric"
+    metric_key: str                 # key of the headline value in mlperf_log_detail.txt
+    unit: str                       # unit of metric_value: "samples/s" | "ns"
+    lower_is_better: bool
+    checker_field: str              # the field the official checker reads as the result
+    settings: tuple[str, ...]       # schema fields that apply only to this scenario (and those sharing them)
+    conf_keys: tuple[ConfKey, ...]  # run settings -> user.conf
+    sizing: str                     # the setting that sizes the run (expected rate or latency)
+    scales_with_devices: bool = False  # work spreads over every GPU: the sizing rate scales with their count
+    audit_scaled: str | None = None # setting multiplied by audit_server_qps_factor in audit runs
+    percentile: int | None = None   # latency percentile of the metric (SingleStream 90, MultiStream 99)
+    # mlperf.conf keys whose official value bounds this scenario's logs (pre-flight checks them):
+    # "min_query_count" (Offline: its one query carries that many samples), "target_latency" (Server)
+    official_bounds: tuple[str, ...] = ()
+
+    @property
+    def loadgen_enum(self) -> str:
+        return self.name
+
+    def format_metric(self, value: float | None) -> str:
+        if value is None:
+            return "-"
+        if self.unit == "ns":
+            return f"{value / 1e6:.2f} ms (p{self.percentile})"
+        return f"{value:.2f} {self.unit}"
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    Scenario("Offline", "queue", "samples_per_second", "result_samples_per_second", "samples/s", False,
+             "result_samples_per_second", ("offline_expected_qps",),
+             (ConfKey("offline_expected_qps", "target_qps", _g),), sizing="offline_expected_qps", scales_with_devices=True,
+             official_bounds=("min_query_count",)),
+    Scenario("Server", "batcher", "completed_samples_per_second", "result_completed_samples_per_sec", "samples/s",
+             False, "result_completed_samples_per_sec",
+             ("server_target_qps", "server_target_latency_ns", "server_batch_timeout_ms"),
+             (ConfKey("server_target_qps", "target_qps", _g),
+              ConfKey("server_target_latency_ns", "target_latency", _ns_to_ms)),
+             sizing="server_target_qps", scales_with_devices=True, audit_scaled="server_target_qps",
+             official_bounds=("target_latency",)),
+    Scenario("SingleStream", "inline", "90th_percentile_latency_ns", "result_90.00_percentile_latency_ns", "ns", True,
+             "early_stopping_latency_ss", ("single_stream_expected_latency_ns",),
+             (ConfKey("single_stream_expected_latency_ns", "target_latency", _ns_to_ms),),
+             sizing="single_stream_expected_latency_ns", percentile=90),
+    Scenario("MultiStream", "inline", "99th_percentile_latency_ns", "result_99.00_percentile_latency_ns", "ns", True,
+             "early_stopping_latency_ms", ("multi_stream_expected_latency_ns", "multi_stream_samples_per_query"),
+             (ConfKey("multi_stream_expected_latency_ns", "target_latency", _ns_to_ms),
+              ConfKey("multi_stream_samples_per_query", "samples_per_query", str, skip=8)),
+             sizing="multi_stream_expected_latency_ns", percentile=99),
+)}
+
+NAMES: tuple[str, ...] = tuple(SCENARIOS)
+MODE_DIRS = {"PerformanceOnly": "performance", "AccuracyOnly": "accuracy", "SubmissionRun": "submission"}
+
+
+def get(name: str) -> Scenario:
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise HarnessError(f"unknown scenario '{name}'{did_you_mean(name, NAMES)}",
+                           f"use --scenarios= one or more of {','.join(NAMES)}") from None
+
+
+def scoped_settings() -> set[str]:
+    """Every setting some scenario claims; the others apply to all scenarios."""
+    return {n for s in SCENARIOS.values() for n in s.settings}
+
+
+def applies(setting: str, scenario: str) -> bool:
+    return setting not in scoped_settings() or setting in SCENARIOS[scenario].settings
+
+
+def scenarios_of(setting: str) -> tuple[str, ...] | None:
+    """The scenarios a setting applies to; None: all of them."""
+    if setting not in scoped_settings():
+        return None
+    return tuple(s.name for s in SCENARIOS.values() if setting in s.settings)
+
+
+def conf_lines(scenario: str, model: str, values: dict[str, Any], *, audit_factor: float | None = None) -> list[str]:
+    """user.conf lines for one scenario's settings (the scenario part of the one settings->LoadGen
+    function, ``code.common.runner.user_conf_text``)."""
+    sc = SCENARIOS[scenario]
+    out = []
+    for ck in sc.conf_keys:
+        v = values.get(ck.setting)
+        if v is None or v == ck.skip:
+            continue
+        if audit_factor is not None and ck.setting == sc.audit_scaled:
+            v = v * audit_factor
+        out.append(f"{model}.{scenario}.{ck.key} = {ck.convert(v)}")
+    return out

@@ -1,0 +1,74 @@
+"""What every pre-flight check shares: the list of findings, and reading the files it judges."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from code.common import rounds
+from code.common.compliance.mlperf_log import DetailLog
+
+
+class Findings:
+    def __init__(self, base: Path):
+        self.base = base
+        self.items: list[tuple[str, str, str]] = []
+
+    def _rel(self, p) -> str:
+        try:
+            return str(Path(p).relative_to(self.base))
+        except ValueError:
+            return str(p)
+
+    def error(self, where, msg: str) -> None:
+        self.items.append(("ERROR", self._rel(where), msg))
+
+    def warn(self, where, msg: str) -> None:
+        self.items.append(("WARN", self._rel(where), msg))
+
+    @property
+    def errors(self) -> list[tuple[str, str, str]]:
+        return [i for i in self.items if i[0] == "ERROR"]
+
+    def lines(self) -> list[str]:
+        return [f"{lvl} {where}: {msg}" for lvl, where, msg in self.items]
+
+
+def require(f: Findings, path: Path, missing: str = "missing") -> bool:
+    """Is ``path`` a file? Reported as ``missing`` when not."""
+    if path.is_file():
+        return True
+    f.error(path, missing)
+    return False
+
+
+def read_log(f: Findings, path: Path) -> DetailLog | None:
+    """The LoadGen detail log at ``path``; None (reported) when missing or unreadable."""
+    if not require(f, path):
+        return None
+    try:
+        return DetailLog(path)
+    except OSError as e:
+        f.error(path, f"unreadable: {e}")
+        return None
+
+
+def read_json(f: Findings, path: Path, missing: str = "missing") -> dict | None:
+    """The JSON in ``path``; None (reported) when missing or not JSON."""
+    if not require(f, path, missing):
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError as e:
+        f.error(path, f"not JSON: {e}")
+        return None
+
+
+def log_basics(f: Findings, log: DetailLog, rnd: rounds.Round, what: str) -> None:
+    """What every LoadGen log must show: no error lines, and the round's seeds."""
+    for e in log.errors():
+        f.error(log.path, f"LoadGen error in {what} log: {e}")
+    for k, want in rnd.seeds.items():
+        got = log.get(f"effective_{k}")
+        if got != want:
+            f.error(log.path, f"{k} is {got}, the {rnd.version} value is {want} (LoadGen's compiled-in mlperf.conf "
+                              "was overridden or another LoadGen was used)")

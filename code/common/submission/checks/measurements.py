@@ -1,0 +1,36 @@
+"""measurements.json and the run files beside it (user.conf, README.md, mlperf.conf)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from code.common.submission import sysdesc
+from code.common.submission.checks.findings import Findings, read_json, require
+from code.common.submission.measurements import TINY_WEIGHTS
+
+MEASUREMENT_FIELDS = ("input_data_types", "retraining", "starting_weights_filename", "weight_data_types",
+                      "weight_transformations")
+RUN_FILES = ("user.conf", "README.md", "mlperf.conf")
+
+
+def check_measurements_json(f: Findings, mj: Path) -> None:
+    m = read_json(f, mj)
+    if m is None:
+        if not mj.is_file():
+            return
+        m = {}                        # not JSON: every field is missing too
+    for k in MEASUREMENT_FIELDS:
+        if sysdesc.is_empty(m.get(k)):
+            f.error(mj, f"field {k} is missing or empty")
+    if m.get("starting_weights_filename") == TINY_WEIGHTS:
+        f.error(mj, "model_variant=tiny: the tiny seeded model can never be a submission result")
+
+
+def check_measurements(f: Findings, d: Path) -> None:
+    """The scenario directory ``d``'s measurements.json, user.conf, README.md and mlperf.conf."""
+    check_measurements_json(f, d / "measurements.json")
+    for name in RUN_FILES:
+        if require(f, d / name) and name != "user.conf" and (d / name).stat().st_size == 0:
+            f.error(d / name, "empty")
+    uc = d / "user.conf"
+    if uc.is_file() and uc.stat().st_size == 0:
+        f.error(uc, "empty (the checker requires the user.conf the run used)")

@@ -1,0 +1,105 @@
+"""Stopping a run: SIGTERM cleans up like Ctrl-C, the child dies with its parent, stale staging is removed."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from code.common.fileio import clean_stale_partials, partial_prefix
+from tests.conftest import REPO
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_stale_partials_of_dead_owners_are_removed(tmp_path):
+    dead = _dead_pid()
+    stale_dir = tmp_path / f".performance.pid{dead}.x1y2.partial"
+    stale_file = tmp_path / f".engine.onnx.pid{dead}.abc.onnx.partial"
+    mine = tmp_path / f"{partial_prefix(tmp_path / 'accuracy')}q9.partial"
+    for d in (stale_dir, mine):
+        d.mkdir()
+    stale_file.write_text("half")
+    (tmp_path / "performance").mkdir()           # a finished run is never touched
+    removed = clean_stale_partials(tmp_path)
+    assert sorted(removed) == sorted([stale_dir, stale_file])
+    assert mine.exists() and (tmp_path / "performance").exists()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _start_long_run(env: dict, log_dir: Path) -> tuple[subprocess.Popen, int]:
+    """A tiny ResNet50 Offline run that would take 10 minutes; returns (parent, harness child pid)."""
+    e = dict(os.environ, **env, PYTHONUNBUFFERED="1")
+    p = subprocess.Popen([sys.executable, "-m", "code.main", "--action=run_harness", "--benchmarks=resnet50",
+                          "--scenarios=Offline", "--model_variant=tiny", "--min_duration=600000",
+                          f"--log_dir={log_dir}"], cwd=REPO, env=e, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        kids = [k for k in _children(p.pid) if "harness_child" in Path(f"/proc/{k}/cmdline").read_text()]
+        if kids and list(log_dir.rglob("*.partial")):
+            return p, kids[0]
+        assert p.poll() is None, p.stdout.read()
+        time.sleep(0.2)
+    p.kill()
+    pytest.fail("the harness child never started")
+
+
+@pytest.mark.timeout(600)
+def test_runner_sigterm_stops_child_and_removes_staging(tiny_resnet, tmp_path):
+    log_dir = tmp_path / "logs"
+    p, child = _start_long_run(tiny_resnet, log_dir)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 130, out
+    assert "interrupted" in out and "Traceback" not in out
+    deadline = time.time() + 15
+    while _alive(child) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child)
+    assert not list(log_dir.rglob("*.partial")) and not list(log_dir.rglob("metadata.json"))
+
+
+@pytest.mark.timeout(600)
+def test_runner_child_dies_with_a_killed_parent_and_next_run_cleans(tiny_resnet, tmp_path):
+    log_dir = tmp_path / "logs"
+    p, child = _start_long_run(tiny_resnet, log_dir)
+    p.kill()
+    p.communicate(timeout=60)
+    deadline = time.time() + 15
+    while _alive(child) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), "the harness child outlived its SIGKILLed parent"
+    left = list(log_dir.rglob("*.partial"))
+    assert left                                     # nothing could clean up after SIGKILL...
+    from code.common.fileio import clean_stale_partials as clean
+
+    assert sorted(clean(left[0].parent)) == sorted(left)   # ...until the next run in that folder
