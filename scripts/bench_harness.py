@@ -10,6 +10,8 @@ interface) at 224x224 so the figures compare with ../shared/FACTS.md, in a priva
   (e) null-backend harness Offline throughput (the harness's own ceiling)
   (f) null-backend harness Server: the highest VALID target QPS of a sweep (double until INVALID,
       then bisect), batch --server-batch with a 1 ms batcher timeout
+  (g) the same sweep for a bare Python SUT completing inline (LoadGen + pybind's ceiling here)
+  (h) f/g
 
 usage: python scripts/bench_harness.py [--batch 8] [--seconds 30] [--tiny] [--server-batch 64]
 """
@@ -118,6 +120,36 @@ def server_sweep(root: Path, tiny: bool, seconds: float, batch: int, start: floa
               flush=True)
         return m["result_validity"] == "VALID"
 
+    return sweep(probe, start), probes
+
+
+BARE = """
+import json, os, sys, tempfile
+import numpy as np
+import mlperf_loadgen as lg
+qps = float(sys.argv[1]); seconds = float(sys.argv[2])
+buf = np.zeros(1, np.uint8); ptr = buf.__array_interface__["data"][0]
+def issue(samples):
+    lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, ptr, 1) for s in samples])
+sut = lg.ConstructSUT(issue, lambda: None)
+qsl = lg.ConstructQSL(1024, 1024, lambda x: None, lambda x: None)
+ts = lg.TestSettings(); ts.scenario = lg.TestScenario.Server; ts.mode = lg.TestMode.PerformanceOnly
+d = tempfile.mkdtemp(); conf = os.path.join(d, "user.conf")
+open(conf, "w").write(f"resnet50.Server.target_qps = {qps}\\nresnet50.Server.min_duration = {int(seconds * 1000)}\\n"
+                      "resnet50.Server.min_query_count = 1\\n")
+ts.FromConfig(conf, "resnet50", "Server")
+out = lg.LogOutputSettings(); out.outdir = d; log = lg.LogSettings(); log.log_output = out; log.enable_trace = False
+lg.StartTestWithLogSettings(sut, qsl, ts, log)
+kv = {}
+for line in open(os.path.join(d, "mlperf_log_detail.txt")):
+    if line.startswith(":::MLLOG"):
+        e = json.loads(line[8:]); kv[e["key"]] = e["value"]
+print(json.dumps([kv.get("result_validity"), kv.get("result_completed_samples_per_sec")]))
+"""
+
+
+def sweep(probe, start: float) -> float:
+    """Highest target for which probe(target) is True: double until False, then bisect 4 times."""
     lo, hi = 0.0, start
     while probe(hi):
         lo, hi = hi, hi * 2
@@ -127,7 +159,22 @@ def server_sweep(root: Path, tiny: bool, seconds: float, batch: int, start: floa
             lo = mid
         else:
             hi = mid
-    return lo, probes
+    return lo
+
+
+def bare_sweep(seconds: float, start: float = 20000.0) -> tuple[float, list]:
+    """LoadGen + pybind ceiling on this machine: a bare Python SUT completing inline, no data (the
+    FACTS.md "bare Python SUT" row), swept the same way, one LoadGen test per process."""
+    probes = []
+
+    def probe(qps: float) -> bool:
+        r = subprocess.run([sys.executable, "-c", BARE, str(qps), str(seconds)], capture_output=True, text=True)
+        validity, rate = json.loads(r.stdout.strip().splitlines()[-1])
+        probes.append((round(qps), validity, round(rate or 0, 1)))
+        print(f"  bare inline SUT probe {qps:>10.0f} QPS: {validity}", flush=True)
+        return validity == "VALID"
+
+    return sweep(probe, start), probes
 
 
 def main() -> int:
@@ -154,6 +201,7 @@ def main() -> int:
                                     "--offline_expected_qps=400000"], a.tiny)
     m_null = harness(null, Path(a.root) / "logs" / "null", null=True)
     server_best, server_probes = server_sweep(Path(a.root), a.tiny, min(a.seconds, 10.0), a.server_batch)
+    bare_best, bare_probes = bare_sweep(min(a.seconds, 10.0))
     fig = {
         "model": "tiny ResNet50" if a.tiny else "ResNet50-v1.5 (random weights, 224x224)",
         "batch": a.batch, "threads": off.cpu_threads or len(os.sched_getaffinity(0)),
@@ -167,6 +215,9 @@ def main() -> int:
         "f_null_backend_server_max_valid_qps": round(server_best),
         "f_server_batch": a.server_batch,
         "f_server_probes": server_probes,
+        "g_bare_inline_sut_server_max_valid_qps": round(bare_best),
+        "g_bare_probes": bare_probes,
+        "h_ratio_f_over_g": round(server_best / bare_best, 3) if bare_best else None,
     }
     for k, v in fig.items():
         print(f"{k:40s} {v}")

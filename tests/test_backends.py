@@ -186,12 +186,17 @@ def test_pytorch_rejects_int8(tiny, tmp_path):
         PyTorchBackend().build(str(onnx_path), str(tmp_path / "x.pt2"), _spec(precision="int8"))
 
 
+def _cache(tmp_path, monkeypatch, backend: str, system_id: str):
+    """(backend, its [engine] log lines, get_or_build's keyword arguments) in a private build folder."""
+    monkeypatch.setenv("MLPERF_BUILD_DIR", str(tmp_path / "build"))
+    logs: list[str] = []
+    return get_backend(backend), logs, dict(system_id=system_id, benchmark="tiny", scenario="Offline",
+                                            log=logs.append)
+
+
 def test_engine_cache_reuses_and_rebuilds(tiny, tmp_path, monkeypatch):
     _, onnx_path = tiny
-    monkeypatch.setenv("MLPERF_BUILD_DIR", str(tmp_path / "build"))
-    be = get_backend("onnxruntime")
-    logs: list[str] = []
-    where = dict(system_id="cpu_test", benchmark="tiny", scenario="Offline", log=logs.append)
+    be, logs, where = _cache(tmp_path, monkeypatch, "onnxruntime", "cpu_test")
 
     p1 = get_or_build(be, onnx_path, _spec(), **where)
     assert p1.is_relative_to(tmp_path / "build" / "engines" / "cpu_test" / "tiny" / "Offline")
@@ -199,6 +204,10 @@ def test_engine_cache_reuses_and_rebuilds(tiny, tmp_path, monkeypatch):
     stamp = p1.stat().st_mtime_ns
     assert get_or_build(be, onnx_path, _spec(), **where) == p1
     assert logs[-1].startswith("[engine] reuse") and p1.stat().st_mtime_ns == stamp
+    size = p1.stat().st_size                             # a truncated engine is never reused
+    p1.write_bytes(p1.read_bytes()[: size // 2])
+    assert get_or_build(be, onnx_path, _spec(), **where) == p1 and logs[-1].startswith("[engine] build")
+    assert p1.stat().st_size == size
 
     # A changed spec field that keeps the file name still rebuilds (the hash covers the spec).
     assert get_or_build(be, onnx_path, _spec(intra_op_threads=2), **where) == p1
@@ -286,10 +295,7 @@ def test_tensorrt_matches_onnxruntime(tiny, tmp_path, precision, atol):
 @needs_trt
 def test_tensorrt_engine_cache(tiny, tmp_path, monkeypatch):
     _, onnx_path = tiny
-    monkeypatch.setenv("MLPERF_BUILD_DIR", str(tmp_path / "build"))
-    be = get_backend("tensorrt")
-    logs: list[str] = []
-    where = dict(system_id="gpu_test", benchmark="tiny", scenario="Offline", log=logs.append)
+    be, logs, where = _cache(tmp_path, monkeypatch, "tensorrt", "gpu_test")
     p = get_or_build(be, onnx_path, _spec(workspace_bytes=1 << 28), **where)
     assert p.name == "tiny-b4-fp32.plan"
     assert get_or_build(be, onnx_path, _spec(workspace_bytes=1 << 28), **where) == p

@@ -114,3 +114,10 @@ def test_docs_flags_md_is_generated_from_the_schema():
 
     assert (paths.REPO_ROOT / "docs" / "flags.md").read_text() == render_markdown(registry()), \
         "docs/flags.md is stale: run `python -m code.main --action=docs`"
+
+
+def test_gpu_copy_streams_other_than_one_is_refused(harness_env):
+    """Accepted-then-ignored was the bug: a value the runtime cannot honour is an error saying why."""
+    r = run_main("--action=info", "--benchmarks=resnet50", "--scenarios=Offline", "--gpu_copy_streams=2",
+                 env=harness_env)
+    _assert_user_error(r, 2, "gpu_copy_streams", "gpu_inference_streams")

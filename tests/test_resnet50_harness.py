@@ -20,6 +20,9 @@ def perf_runs(tiny_resnet, tmp_path_factory) -> dict[str, dict]:
         r = run_main("--action=run_harness", "--benchmarks=resnet50", "--model_variant=tiny", f"--scenarios={scen}",
                      f"--log_dir={logs}", *SHORT, *extra, env=tiny_resnet)
         assert r.returncode == 0, r.stdout + r.stderr
+        # engines are resolved once per scenario, in the parent: one [engine] line each, none from the child
+        runs = r.stdout.count("[run] resnet50")
+        assert r.stdout.count("[engine] ") == runs, r.stdout
     return {m["scenario"]: m for m in metadata_under(logs)}
 
 
@@ -131,3 +134,18 @@ def test_resnet50_offline_null_processor_through_loadgen(tiny_resnet, tmp_path):
                         "--min_duration=1000", "--min_query_count=1", "--offline_expected_qps=20000"])
     m = run_one(settings[0], RunControl(null_processor=True), tmp_path / "null", {})
     assert m["status"] == "ok" and m["metric_value"] > 2000
+
+
+def test_resnet50_older_round_runs_with_that_rounds_seeds(tiny_resnet, tmp_path):
+    """--round=v5.1 with a LoadGen that carries v6.1's seeds: the run logs v5.1's seeds."""
+    from code.common import rounds
+    from code.common.runner import run_one
+    from code.common.settings import RunControl
+    from code.main import plan
+
+    _, [s] = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--model_variant=tiny",
+                   "--round=v5.1", "--min_duration=500", "--min_query_count=1", "--offline_expected_qps=2000"])
+    m = run_one(s, RunControl(null_processor=True), tmp_path / "v51", {})
+    assert m["status"] == "ok" and m["round"] == "v5.1"
+    for key, value in rounds.current("v5.1").seeds.items():
+        assert m["effective"][f"effective_{key}"] == value

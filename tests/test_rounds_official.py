@@ -78,7 +78,10 @@ def test_round_membership():
     assert v50 >= {"resnet50", "retinanet", "unet3d", "bert", "dlrm_v2", "gptj", "llama2_70b", "mixtral_8x7b", "sdxl"}
     assert [r.src_dir for r in ROUNDS.values()] == ["code", "code", "src", "src"]
     assert [r.results_hold_compliance for r in ROUNDS.values()] == [False, False, True, True]
-    assert [r.loadgen_versions for r in ROUNDS.values()] == [(), (), (), ("6.0.",)]
+    assert [r.version for r in ROUNDS.values() if r.carried_by("6.0.17")] == ["v6.1"]
+    assert [r.version for r in ROUNDS.values() if r.carried_by("6.0.10")] == ["v6.0"]
+    assert [r.version for r in ROUNDS.values() if r.carried_by("6.0.4")] == ["v5.1"]
+    assert [r.version for r in ROUNDS.values() if r.carried_by("5.0.3")] == ["v5.0"]
 
 
 # --------------------------------------------------------------------------------- with a checkout

@@ -110,7 +110,7 @@ def test_sdxl_accuracy_report_closed_ranges():
     for fid, clip in ((23.96, 31.75), (23.5, 31.68), (23.0, 31.75), (23.5, 31.82)):
         assert not accuracy.within_closed_range(clip, fid)
         assert "Accuracy check: FAILED" in accuracy.report_text(fid, clip, "reference", 5000)
-    assert accuracy.within_closed_range(accuracy.CLIP_RANGE[0], accuracy.FID_RANGE[1])
+    assert accuracy.within_closed_range(accuracy.closed_range("CLIP_SCORE")[0], accuracy.closed_range("FID_SCORE")[1])
 
 
 def test_sdxl_accuracy_log_formats_and_dedup(tmp_path):

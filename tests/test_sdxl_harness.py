@@ -16,8 +16,9 @@ COMMON = ("--benchmarks=sdxl", "--model_variant=tiny")
 
 def run(env, tmp_path: Path, scenario: str, mode: str, *extra: str) -> dict:
     log_dir = tmp_path / f"{scenario}-{mode}"
-    run_main("--action=run_harness", *COMMON, f"--scenarios={scenario}", f"--test_mode={mode}", "--fast",
-             f"--log_dir={log_dir}", *extra, env=env, check=True)
+    r = run_main("--action=run_harness", *COMMON, f"--scenarios={scenario}", f"--test_mode={mode}", "--fast",
+                 f"--log_dir={log_dir}", *extra, env=env, check=True)
+    assert r.stdout.count("[engine] ") == 4, r.stdout     # one line per component (clip1, clip2, unet, vae)
     metas = metadata_under(log_dir)
     assert len(metas) == 1
     m = metas[0]

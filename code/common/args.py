@@ -46,6 +46,8 @@ def parse_argv(argv: Sequence[str], reg: Registry) -> dict[str, Any]:
 
 
 def _fix_for(f: Field) -> str:
+    if f.maximum is not None and f.maximum == f.minimum:
+        return f"use --{f.name}={f.maximum:g} or drop it: {f.help}"
     if f.choices:
         return f"use --{f.name}={'|'.join(f.choices)}"
     return f"use --{f.name}=<{f.type_name}>"

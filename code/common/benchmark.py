@@ -27,6 +27,8 @@ class BenchmarkSpec:
     impl: str                      # "code.<pkg>.harness:Class", imported lazily
     fields: tuple["Field", ...] = ()   # benchmark-specific schema fields (flags and config keys)
     precisions: tuple[str, ...] = ("fp32",)
+    starting_weights: str = ""     # measurements JSON: what the reference implementation downloads
+    input_data_types: Mapping[str, str] = dataclasses.field(default_factory=dict)  # precision -> input type
     # Accuracy targets, submission names and audits are the round table's (code.common.rounds),
     # keyed by this package name.
 

@@ -19,7 +19,7 @@ from typing import Callable
 
 from code.common import paths
 from code.common.backends.base import Backend, EngineSpec, ModelSource
-from code.common.fileio import sha256_file, staged_path, write_json
+from code.common.fileio import clean_stale_partials, sha256_file, staged_path, write_json
 
 
 def engine_path(system_id: str, benchmark: str, scenario: str, spec: EngineSpec, backend: Backend) -> Path:
@@ -59,6 +59,7 @@ def get_or_build(backend: Backend, source: ModelSource | str | Path, spec: Engin
     src, spec = backend.prepare(source, spec)
     src = Path(src)
     out = engine_path(system_id, benchmark, scenario, spec, backend)
+    clean_stale_partials(out.parent)          # builds a killed process left half-written
     meta_path = out.with_name(out.name + ".json")
     meta = _read_meta(meta_path) if out.exists() else {}
     digest = source_digest(src, meta)

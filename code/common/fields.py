@@ -11,14 +11,14 @@ import dataclasses
 from typing import Any, Callable, Iterable
 
 from code.common import scenarios
-from code.common.errors import did_you_mean, nearest  # noqa: F401  (re-exported: fields is where callers look)
+from code.common.backends import NAMES as BACKENDS
+from code.common.errors import did_you_mean
 from code.common.rounds import AUDIT_TESTS, VERSIONS as ROUND_VERSIONS
 
 ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "generate_engines",
            "run_harness", "run_audit_harness", "docs")
 TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun")
 CONFIG_VERS = ("default", "high_accuracy", "maxq", "triton")
-BACKENDS = ("tensorrt", "onnxruntime", "pytorch")
 VARIANTS = ("reference", "tiny")
 ACCURACY_TARGETS = ("99", "99.9")
 ALL = "all"                       # --benchmarks=all, --scenarios=all, --config_ver=all

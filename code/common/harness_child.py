@@ -62,15 +62,23 @@ def run(req: dict, stage: Path, result: dict) -> None:
     engines = req.get("engines") or {}
     result["engines"] = engines
 
+    lg_scenario = scenarios.get(settings.scenario).loadgen_enum
     ts = lg.TestSettings()
-    ts.scenario = getattr(lg.TestScenario, scenarios.get(settings.scenario).loadgen_enum)
+    ts.scenario = getattr(lg.TestScenario, lg_scenario)
     ts.mode = getattr(lg.TestMode, control.test_mode)
-    if ts.FromConfig("user.conf", spec.loadgen_model, settings.scenario) != 0:
+    if ts.FromConfig("user.conf", spec.loadgen_model, lg_scenario) != 0:
         raise RuntimeError("LoadGen rejected user.conf")
+    if settings.values.get("round"):
+        # Filing for another round than the installed LoadGen's: that round's seeds (user.conf cannot
+        # set them; LoadGen takes its compiled-in mlperf.conf's). The detail log shows the effective ones.
+        from code.common import rounds
+
+        for key, value in rounds.current(settings.values["round"]).seeds.items():
+            setattr(ts, key, value)
     if req.get("audit"):
         if not Path("audit.config").exists():
             raise RuntimeError("audit run without audit.config in the working directory")
-        ts.FromConfig("audit.config", spec.loadgen_model, settings.scenario, 2)
+        ts.FromConfig("audit.config", spec.loadgen_model, lg_scenario, 2)
 
     t0 = time.time()
     qsl_impl = bench.make_qsl()

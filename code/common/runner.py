@@ -33,14 +33,14 @@ from code.common.settings import RunControl, RunSettings
 
 def user_conf_text(s: RunSettings, control: RunControl) -> str:
     """The one place run settings become LoadGen settings (user.conf, loaded with FromConfig)."""
-    m, sc = s.spec.loadgen_model, s.scenario
+    m, sc = s.spec.loadgen_model, scenarios.get(s.scenario).loadgen_enum
     lines = [f"# written by the harness for {s.benchmark} {sc} on {s.system_id} ({control.test_mode})"]
 
     def put(key, value):
         lines.append(f"{m}.{sc}.{key} = {value}")
 
     factor = s.audit_server_qps_factor if control.audit_test else None
-    lines += scenarios.conf_lines(sc, m, dict(s.values), audit_factor=factor)
+    lines += scenarios.conf_lines(s.scenario, m, dict(s.values), audit_factor=factor)
     min_duration = s.min_duration or (60000 if s.fast else 0)
     min_query_count = s.min_query_count or (1 if s.fast else 0)
     if min_duration:
@@ -51,21 +51,7 @@ def user_conf_text(s: RunSettings, control: RunControl) -> str:
         put("max_query_count", s.max_query_count)
     if s.performance_sample_count:
         put("performance_sample_count_override", s.performance_sample_count)
-    lines += _round_seed_lines(s, m, sc)
     return "\n".join(lines) + "\n"
-
-
-def _round_seed_lines(s: RunSettings, model: str, scenario: str) -> list[str]:
-    """Filing for a round other than the installed LoadGen's: that round's seeds."""
-    want = s.values.get("round")
-    if not want:
-        return []
-    from code.common import rounds
-
-    rnd, own = rounds.current(want), rounds.loadgen_round()
-    if rnd.seeds == own.seeds:
-        return []
-    return [f"# seeds of MLPerf Inference {rnd.version}"] + [f"{model}.{scenario}.{k} = {v}" for k, v in rnd.seeds.items()]
 
 
 def system_to_json(system) -> dict:

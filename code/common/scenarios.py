@@ -57,10 +57,11 @@ class Scenario:
     # mlperf.conf keys whose official value bounds this scenario's logs (pre-flight checks them):
     # "min_query_count" (Offline: its one query carries that many samples), "target_latency" (Server)
     official_bounds: tuple[str, ...] = ()
+    loadgen_scenario: str = ""      # LoadGen's TestScenario name when it differs (Interactive runs as Server)
 
     @property
     def loadgen_enum(self) -> str:
-        return self.name
+        return self.loadgen_scenario or self.name
 
     def format_metric(self, value: float | None) -> str:
         if value is None:
@@ -132,5 +133,5 @@ def conf_lines(scenario: str, model: str, values: dict[str, Any], *, audit_facto
             continue
         if audit_factor is not None and ck.setting == sc.audit_scaled:
             v = v * audit_factor
-        out.append(f"{model}.{scenario}.{ck.key} = {ck.convert(v)}")
+        out.append(f"{model}.{sc.loadgen_enum}.{ck.key} = {ck.convert(v)}")
     return out

@@ -2,20 +2,25 @@
 
 The dispatch mode comes from the scenario definition (``code.common.scenarios``):
 - ``queue`` (Offline): issue_queries hands batches to worker queues and returns at once;
-- ``batcher`` (Server): a batcher thread fills batches, workers run them;
+- ``batcher`` (Server): workers fill batches from the samples LoadGen issued, and run them;
 - ``inline`` (SingleStream, MultiStream): work runs on LoadGen's issue thread (LoadGen issues the
   next query only after this one completes, so inline work saves a thread hand-off per query).
 
 Threading contract:
 - ``issue_queries`` is called on LoadGen's issue thread.
 - One worker thread per Processor; a Processor is only ever used by its own worker.
-- Server: one batcher thread collects samples into a batch until ``batch_size`` are there or the
-  oldest has waited ``batch_timeout_s``, whichever comes first.
+- Server: issue_queries appends LoadGen's samples to a pending deque under one lock (no per-sample
+  Python work, no thread hand-off); a worker takes a full batch at once, or waits until the batch
+  fills or ``batch_timeout_s`` has passed since it saw the first sample. Workers are woken only for
+  a first sample or a full batch. (ResNet50 null backend, batch 64, this 2-core machine: max VALID
+  Server QPS 36k with a batcher thread and queue.Queue hand-offs, 70k now; a bare SUT completing
+  inline reaches ~100k.)
 - Response memory: the numpy arrays returned by ``Processor.process`` stay referenced until
   ``QuerySamplesComplete`` returns (LoadGen copies the bytes it logs before returning).
 """
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -75,8 +80,13 @@ class BatchingSUT:
         self.batch_size = max(1, processors[0].batch_size)
         self.batch_timeout_s = batch_timeout_s
         self.inline = dispatch == "inline"
-        self.work: queue.Queue = queue.Queue()
-        self.incoming: queue.Queue = queue.Queue()
+        self.work: queue.SimpleQueue = queue.SimpleQueue()      # batches for the workers
+        # batcher mode: samples LoadGen issued that no batch holds yet, guarded by _cv
+        self._pending: collections.deque = collections.deque()
+        self._cv = threading.Condition(threading.Lock())
+        self._idle = 0             # workers waiting for a first sample
+        self._filling = 0          # workers waiting for their batch to fill
+        self._stopping = False
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
         self.completed = 0
@@ -87,18 +97,18 @@ class BatchingSUT:
             p.warmup()
         if self.inline:
             return
+
+        loop = self._batching_worker if self.dispatch == "batcher" else self._worker
         for i, p in enumerate(self.processors):
-            t = threading.Thread(target=self._worker, args=(p,), name=f"sut-worker-{i}", daemon=True)
-            t.start()
-            self.threads.append(t)
-        if self.dispatch == "batcher":
-            t = threading.Thread(target=self._batcher, name="sut-batcher", daemon=True)
+            t = threading.Thread(target=loop, args=(p,), name=f"sut-worker-{i}", daemon=True)
             t.start()
             self.threads.append(t)
 
     def stop(self) -> None:
         if self.dispatch == "batcher":
-            self.incoming.put(_STOP)
+            with self._cv:
+                self._stopping = True
+                self._cv.notify_all()
         else:
             for _ in self.processors:
                 self.work.put(_STOP)
@@ -109,17 +119,23 @@ class BatchingSUT:
 
     # --- LoadGen callbacks ----------------------------------------------------------------------
     def issue_queries(self, samples) -> None:
-        if self.inline:
-            self._run_batches(self.processors[0], [(s.id, s.index) for s in samples])
-            return
-        if self.dispatch == "batcher":
-            for s in samples:
-                self.incoming.put((s.id, s.index))
+        if self.dispatch == "batcher":     # the hot path: no per-sample Python work here
+            with self._cv:
+                pending = self._pending
+                pending.extend(samples)
+                # wake a worker only for a first sample, or all of them when a batch is full
+                if self._idle and len(pending) == len(samples):
+                    self._cv.notify()
+                elif len(pending) >= self.batch_size and self._filling:
+                    self._cv.notify_all()
             return
         items = [(s.id, s.index) for s in samples]
-        # Offline: hand out batches in issue order; workers pull as they free up.
-        for start in range(0, len(items), self.batch_size):
-            self.work.put(items[start:start + self.batch_size])
+        if self.inline:
+            self._run_batches(self.processors[0], items)
+        else:
+            # Offline: hand out batches in issue order; workers pull as they free up.
+            for start in range(0, len(items), self.batch_size):
+                self.work.put(items[start:start + self.batch_size])
 
     def flush_queries(self) -> None:
         return None
@@ -136,10 +152,14 @@ class BatchingSUT:
         except BaseException as e:  # keep LoadGen alive; the runner reports the error
             self.errors.append(e)
             outs = [np.zeros(0, dtype=np.uint8)] * len(batch)
+        response, ptrs = lg.QuerySampleResponse, {}
         responses = []
         for (qid, _), out in zip(batch, outs):
-            ptr, size = out.__array_interface__["data"][0], out.nbytes
-            responses.append(lg.QuerySampleResponse(qid, ptr, size))
+            key = id(out)   # a processor may answer several samples with one array (the null one does)
+            ptr = ptrs.get(key)
+            if ptr is None:
+                ptr = ptrs[key] = (out.__array_interface__["data"][0], out.nbytes)
+            responses.append(response(qid, *ptr))
         lg.QuerySamplesComplete(responses)
         self.completed += len(batch)
         del outs  # released only after LoadGen has copied what it logs
@@ -151,28 +171,31 @@ class BatchingSUT:
                 return
             self._complete(proc, batch)
 
-    def _batcher(self) -> None:
-        """Server: wait for batch_size samples or batch_timeout_s after the first, then dispatch."""
-        n_workers = len(self.processors)
+    def _batching_worker(self, proc: Processor) -> None:
+        """Server: take a full batch as soon as there is one; otherwise wait until batch_size samples
+        are there or batch_timeout_s has passed since this worker saw the first, then take what
+        there is. No thread sits between LoadGen and the workers."""
+        bs, pending, cv = self.batch_size, self._pending, self._cv
         while True:
-            first = self.incoming.get()
-            if first is _STOP:
-                break
-            batch = [first]
-            deadline = time.monotonic() + self.batch_timeout_s
-            stop = False
-            while len(batch) < self.batch_size:
-                left = deadline - time.monotonic()
-                try:
-                    item = self.incoming.get(timeout=left) if left > 0 else self.incoming.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    stop = True
-                    break
-                batch.append(item)
-            self.work.put(batch)
-            if stop:
-                break
-        for _ in range(n_workers):
-            self.work.put(_STOP)
+            with cv:
+                while not pending and not self._stopping:
+                    self._idle += 1
+                    cv.wait()
+                    self._idle -= 1
+                if not pending:          # stopping, nothing left
+                    return
+                deadline = time.monotonic() + self.batch_timeout_s
+                while len(pending) < bs and not self._stopping:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._filling += 1
+                    cv.wait(left)
+                    self._filling -= 1
+                    if not pending:      # another worker took them
+                        break
+                batch = [pending.popleft() for _ in range(min(bs, len(pending)))]
+                if pending and self._idle:
+                    cv.notify()          # the rest is another worker's
+            if batch:
+                self._complete(proc, [(s.id, s.index) for s in batch])

@@ -27,4 +27,5 @@ SPEC = BenchmarkSpec(
               choices=("fp16", "fp32"), benchmarks=("sdxl",), config=False, actions=("download_model",)),
     ),
     precisions=("fp32", "fp16", "int8", "fp8"),
+    starting_weights="stabilityai/stable-diffusion-xl-base-1.0 (MLCommons fp32/fp16 checkpoint)",
 )

@@ -27,8 +27,6 @@ from code.common.errors import RunError
 from code.common.fileio import staged_dir, write_text
 from code.sdxl import scorers
 
-CLIP_RANGE = (31.68631873, 31.81331801)    # closed division, inclusive
-FID_RANGE = (23.01085758, 23.95007626)
 _MAX_ENTRY_CHARS = 256 << 20               # one entry larger than this means a corrupt log
 _FIX_RERUN = "rerun the harness with --test_mode=AccuracyOnly"
 
@@ -149,11 +147,12 @@ def frechet_distance(acts: np.ndarray, stats_path: Path) -> float:
 def evaluate(accuracy_log: str, out_dir: str, *, captions: list[str], variant: str,
              models_dir: Path, data_dir: Path, image_size: tuple[int, int],
              sample_ids: list[int] | None, fid_stats: str | None,
-             device: str | None = None, batch_size: int = 8) -> dict:
+             device: str | None = None, batch_size: int = 8, entry=None) -> dict:
     """Score the log, write accuracy.txt and images/ into out_dir.
 
     fid_stats: npz with mu/sigma; default data_dir/val2014.npz (reference variant) or the tiny
     scorers' statistics. sample_ids: qsl indices of the compliance images (None: none saved).
+    entry: the round entry whose accuracy bounds apply (default: the installed LoadGen's round).
     Returns {"metrics": {"FID_SCORE", "CLIP_SCORE"}, "passed": bool | None, "text": str}.
     Raises HarnessError subclasses, leaving no accuracy.txt and no partial images/.
     """
@@ -178,9 +177,9 @@ def evaluate(accuracy_log: str, out_dir: str, *, captions: list[str], variant: s
         if img_dir is not None:
             write_text(img_dir / "captions.txt",
                        "".join(f"{i}  {captions[i]}\n" for i in wanted if 0 <= i < len(captions)))
-    text = report_text(fid_value, clip_value, variant, len(order), wanted, saved)
+    text = report_text(fid_value, clip_value, variant, len(order), wanted, saved, entry)
     write_text(out / "accuracy.txt", text)
-    passed = None if variant == "tiny" else within_closed_range(clip_value, fid_value)
+    passed = None if variant == "tiny" else within_closed_range(clip_value, fid_value, entry)
     return {"metrics": {"FID_SCORE": fid_value, "CLIP_SCORE": clip_value}, "passed": passed, "text": text}
 
 
@@ -215,24 +214,34 @@ def _score_log(log, captions, image_size, clip, inception, wanted, img_dir, batc
     return scores, acts
 
 
-def within_closed_range(clip_value: float, fid_value: float) -> bool:
+def closed_range(metric: str, entry=None) -> tuple[float, float]:
+    """(min, max) of CLIP_SCORE or FID_SCORE for the closed division, from the round table
+    (``entry``: a RoundBenchmark; default: SDXL in the installed LoadGen's round)."""
+    from code.common import rounds
+
+    e = entry or rounds.entry("sdxl")
+    return e.accuracy_min[metric], e.accuracy_max[metric]
+
+
+def within_closed_range(clip_value: float, fid_value: float, entry=None) -> bool:
     """The closed-division accuracy check (both bounds inclusive)."""
-    return CLIP_RANGE[0] <= clip_value <= CLIP_RANGE[1] and FID_RANGE[0] <= fid_value <= FID_RANGE[1]
+    (clo, chi), (flo, fhi) = closed_range("CLIP_SCORE", entry), closed_range("FID_SCORE", entry)
+    return clo <= clip_value <= chi and flo <= fid_value <= fhi
 
 
 def report_text(fid_value: float, clip_value: float, variant: str, n: int,
-                wanted: Sequence[int] = (), saved: Sequence[int] = ()) -> str:
+                wanted: Sequence[int] = (), saved: Sequence[int] = (), entry=None) -> str:
     """accuracy.txt: the reference's results line, the range check, sample and image counts."""
     # Same construction and formatting as the reference's print (str of numpy float64).
     result = {"FID_SCORE": f"{np.float64(fid_value)}", "CLIP_SCORE": f"{np.float64(clip_value)}"}
     lines = [f"Accuracy Results: {result}"]
-    ranges = (f"CLIP_SCORE={clip_value:.8f} in [{CLIP_RANGE[0]}, {CLIP_RANGE[1]}], "
-              f"FID_SCORE={fid_value:.8f} in [{FID_RANGE[0]}, {FID_RANGE[1]}]")
+    (clo, chi), (flo, fhi) = closed_range("CLIP_SCORE", entry), closed_range("FID_SCORE", entry)
+    ranges = f"CLIP_SCORE={clip_value:.8f} in [{clo}, {chi}], FID_SCORE={fid_value:.8f} in [{flo}, {fhi}]"
     if variant == "tiny":
         lines.append("Accuracy check: NOT APPLICABLE (tiny variant: random-weight scorers; the numbers "
                      "are only meaningful compared with another image set scored the same way)")
     else:
-        lines.append(f"Accuracy check: {'PASSED' if within_closed_range(clip_value, fid_value) else 'FAILED'} "
+        lines.append(f"Accuracy check: {'PASSED' if within_closed_range(clip_value, fid_value, entry) else 'FAILED'} "
                      f"({ranges})")
     lines.append(f"Samples scored: {n}")
     if wanted:

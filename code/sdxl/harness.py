@@ -214,4 +214,5 @@ class SDXLBenchmark(Benchmark):
         data = SDXLData(self.pre_dir, self.variant, self.settings.sdxl_sample_count)
         return evaluate(accuracy_log, out_dir, captions=data.captions, variant=self.variant,
                         models_dir=self.model_dir, data_dir=self.raw_dir,
-                        image_size=(self.image_size, self.image_size), sample_ids=data.sample_ids, fid_stats=None)
+                        image_size=(self.image_size, self.image_size), sample_ids=data.sample_ids, fid_stats=None,
+                        entry=self.settings.round_entry())

@@ -13,6 +13,9 @@ _IMPLS = {
 }
 
 
+NAMES: tuple[str, ...] = tuple(_IMPLS)   # the schema's --backend choices
+
+
 def backend_class(name: str) -> type[Backend]:
     if name not in _IMPLS:
         from code.common.errors import did_you_mean

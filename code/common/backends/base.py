@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import importlib
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -74,11 +75,16 @@ class Backend(abc.ABC):
     short: str         # submission suffix: "ORT" | "TRT" | "PyT"
     engine_suffix: str # ".onnx" | ".plan" | ".pt"
     precisions: tuple[str, ...] = ("fp32",)   # engine precisions this backend builds
+    library: str = ""  # the Python package it runs on: available() and versions() ask it by default
 
     @classmethod
-    @abc.abstractmethod
     def available(cls) -> tuple[bool, str]:
         """(True, "") or (False, one-line reason naming what is missing)."""
+        try:
+            importlib.import_module(cls.library)
+        except Exception as e:  # ImportError, or a broken install raising anything at import
+            return False, f"{cls.library} does not import ({type(e).__name__}: {e})"
+        return True, ""
 
     def prepare(self, source: ModelSource, spec: EngineSpec) -> tuple[str | Path, EngineSpec]:
         """(what to build from, the spec to build with). Default: the ONNX model, spec unchanged."""
@@ -100,6 +106,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def load(self, engine_path: str, spec: EngineSpec) -> Engine: ...
 
-    @staticmethod
-    def versions() -> dict[str, str | None]:
-        return {}
+    @classmethod
+    def versions(cls) -> dict[str, str | None]:
+        """Library versions an engine depends on (part of its build key)."""
+        try:
+            return {cls.library: importlib.import_module(cls.library).__version__}
+        except Exception:  # noqa: BLE001 - not importable: recorded as None
+            return {cls.library: None}

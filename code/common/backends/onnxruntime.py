@@ -57,14 +57,7 @@ class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
     short = "ORT"
     engine_suffix = ".onnx"
-
-    @classmethod
-    def available(cls) -> tuple[bool, str]:
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError as e:
-            return False, f"onnxruntime does not import ({e})"
-        return True, ""
+    library = "onnxruntime"
 
     def build(self, onnx_path: str, engine_path: str, spec: EngineSpec) -> None:
         """Run ORT's full graph optimisation once and save the result as the engine."""
@@ -78,12 +71,3 @@ class OnnxRuntimeBackend(Backend):
 
     def load(self, engine_path: str, spec: EngineSpec) -> Engine:
         return OrtEngine(engine_path, spec)
-
-    @staticmethod
-    def versions() -> dict[str, str | None]:
-        try:
-            import onnxruntime
-
-            return {"onnxruntime": onnxruntime.__version__}
-        except ImportError:
-            return {"onnxruntime": None}

@@ -163,14 +163,7 @@ class PyTorchBackend(Backend):
     short = "PyT"
     engine_suffix = ".pt2"
     precisions = ("fp32", "fp16", "bf16")
-
-    @classmethod
-    def available(cls) -> tuple[bool, str]:
-        try:
-            import torch  # noqa: F401
-        except Exception as e:
-            return False, f"torch does not import ({type(e).__name__}: {e})"
-        return True, ""
+    library = "torch"
 
     def prepare(self, source, spec: EngineSpec):
         """Prefer the benchmark's eager module factory (no saved program); else its ONNX."""
@@ -205,15 +198,6 @@ class PyTorchBackend(Backend):
             with open(engine_path) as f:
                 return EagerTorchEngine(json.load(f), spec)
         return TorchEngine(engine_path, spec)
-
-    @staticmethod
-    def versions() -> dict[str, str | None]:
-        try:
-            import torch
-
-            return {"torch": torch.__version__}
-        except ImportError:
-            return {"torch": None}
 
 
 def _device(spec: EngineSpec):

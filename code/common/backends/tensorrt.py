@@ -168,6 +168,7 @@ class TensorRTBackend(Backend):
     short = "TRT"
     engine_suffix = ".plan"
     precisions = ("fp32", "fp16", "int8", "fp8")
+    library = "tensorrt"
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

@@ -51,7 +51,7 @@ def loadgen_round() -> Round:
     """The round whose seeds the installed LoadGen carries."""
     lg = loadgen_version()
     for r in ROUNDS.values():
-        if any(lg.startswith(p) for p in r.loadgen_versions):
+        if r.carried_by(lg):
             return r
     raise HarnessError(f"installed LoadGen {lg or '(none)'} carries no round this harness knows",
                        "pip install mlcommons-loadgen==6.0.17, or pass --round=" + "|".join(ROUNDS))

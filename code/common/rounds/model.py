@@ -11,12 +11,22 @@ variant; the submission name follows from the entry.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Mapping
 
 from code.common.errors import HarnessError
 
 DEFAULT_ACCURACY_TARGET = "99"
 AUDIT_TESTS = ("TEST01", "TEST04", "TEST06")   # every compliance test a round can require
+
+
+def seeds(qsl: int, sample_index: int, schedule: int) -> dict[str, int]:
+    """A round's LoadGen seeds (mlperf.conf), as every run logs them (effective_*)."""
+    return {"qsl_rng_seed": qsl, "sample_index_rng_seed": sample_index, "schedule_rng_seed": schedule}
+
+
+def _vtuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,13 +74,19 @@ class RoundBenchmark:
 @dataclasses.dataclass(frozen=True)
 class Round:
     version: str                               # "v6.1": what the official checker's --version takes
-    loadgen_versions: tuple[str, ...]          # LoadGen version prefixes whose compiled-in seeds are this round's
+    loadgen_versions: tuple[str, str]          # (first, last) LoadGen release carrying this round's seeds; "" = open
     seeds: Mapping[str, int]                   # effective_* seed values every run must log
     audit_accuracy_log_rng_seed: int           # TEST01's accuracy_log_rng_seed
     min_duration_ms: int                       # every performance run
     benchmarks: Mapping[str, RoundBenchmark]   # key: submission name ("resnet", "bert-99")
     src_dir: str = "src"                       # "code" before v6.0
     results_hold_compliance: bool = True       # v6.x: compliance + measurements under results/<sys>/<bench>/<scen>/
+
+    def carried_by(self, loadgen_version: str) -> bool:
+        """Does this LoadGen release carry the round's compiled-in seeds?"""
+        lo, hi = self.loadgen_versions
+        v = _vtuple(loadgen_version)
+        return bool(v) and (not lo or v >= _vtuple(lo)) and (not hi or v <= _vtuple(hi))
 
     def entries(self, benchmark: str) -> list[RoundBenchmark]:
         """Entries run by harness package ``benchmark`` (one, or the 99 and 99.9 pair)."""

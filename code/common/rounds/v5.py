@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from code.common.rounds.model import Round, RoundBenchmark
+from code.common.rounds.model import Round, RoundBenchmark, seeds
 
 SS, MS, OFF, SRV = "SingleStream", "MultiStream", "Offline", "Server"
 
@@ -22,13 +22,9 @@ MIN_DURATION_MS = 600_000                        # checker TEST_DURATION_MS
 AUDIT_ACCURACY_LOG_RNG_SEED = 720381539243781796  # compliance/TEST01/*/audit.config, same in every round here
 
 # loadgen/mlperf.conf at v5.0 (tag v5.0 / v5.0.1, LoadGen 5.0.x)
-SEEDS_V50 = {"qsl_rng_seed": 6023615788873153749,
-             "sample_index_rng_seed": 15036839855038426416,
-             "schedule_rng_seed": 9933818062894767841}
+SEEDS_V50 = seeds(6023615788873153749, 15036839855038426416, 9933818062894767841)
 # loadgen/mlperf.conf at v5.1 (tag v5.1 / v5.1.1, LoadGen 5.0.22 .. 6.0.4)
-SEEDS_V51 = {"qsl_rng_seed": 1780908523862526354,
-             "sample_index_rng_seed": 14771362308971278857,
-             "schedule_rng_seed": 18209322760996052031}
+SEEDS_V51 = seeds(1780908523862526354, 14771362308971278857, 18209322760996052031)
 
 # RESULT_FIELD_BENCHMARK_OVERWRITE: LLMs report tokens, not samples.
 TOKENS = {OFF: "result_tokens_per_second", SRV: "result_completed_tokens_per_second"}
@@ -114,7 +110,7 @@ _V50 = {
                           up=("TOKENS_PER_SAMPLE", 145.9 * 1.1)),
 }
 
-V5_0 = Round(version="v5.0", loadgen_versions=(), seeds=SEEDS_V50,
+V5_0 = Round(version="v5.0", loadgen_versions=("5.0.0", "5.0.21"), seeds=SEEDS_V50,
              audit_accuracy_log_rng_seed=AUDIT_ACCURACY_LOG_RNG_SEED, min_duration_ms=MIN_DURATION_MS,
              benchmarks=_V50, src_dir="code", results_hold_compliance=False)
 
@@ -145,6 +141,6 @@ _V51 = {
     "mixtral-8x7b": _V50["mixtral-8x7b"],
 }
 
-V5_1 = Round(version="v5.1", loadgen_versions=(), seeds=SEEDS_V51,
+V5_1 = Round(version="v5.1", loadgen_versions=("5.0.22", "6.0.4"), seeds=SEEDS_V51,
              audit_accuracy_log_rng_seed=AUDIT_ACCURACY_LOG_RNG_SEED, min_duration_ms=MIN_DURATION_MS,
              benchmarks=_V51, src_dir="code", results_hold_compliance=False)

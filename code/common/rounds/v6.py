@@ -11,19 +11,15 @@ scenario tuples hold the required ones only.
 """
 from __future__ import annotations
 
-from code.common.rounds.model import Round, RoundBenchmark
+from code.common.rounds.model import Round, RoundBenchmark, seeds
 from code.common.rounds.v5 import AUDIT_ACCURACY_LOG_RNG_SEED, MIN_DURATION_MS, V5_1, edit, sdxl
 
 CHECKER_COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"
 
 # loadgen/mlperf.conf from f131a0d2 "Update seeds for inference v6.0" (LoadGen 6.0.5 .. 6.0.15)
-SEEDS_V60 = {"qsl_rng_seed": 2465351861681999779,
-             "sample_index_rng_seed": 14276810075590677512,
-             "schedule_rng_seed": 3936089224930324775}
+SEEDS_V60 = seeds(2465351861681999779, 14276810075590677512, 3936089224930324775)
 # loadgen/mlperf.conf from b0662794 "Add random seeds for v6.1" (LoadGen 6.0.16 on)
-SEEDS_V61 = {"qsl_rng_seed": 2085463073848966840,
-             "sample_index_rng_seed": 2747215439041700203,
-             "schedule_rng_seed": 16159082839903944936}
+SEEDS_V61 = seeds(2085463073848966840, 2747215439041700203, 16159082839903944936)
 
 _V51 = V5_1.benchmarks
 
@@ -39,7 +35,7 @@ _V60 = {
     "mixtral-8x7b": _V51["mixtral-8x7b"],
 }
 
-V6_0 = Round(version="v6.0", loadgen_versions=(), seeds=SEEDS_V60,
+V6_0 = Round(version="v6.0", loadgen_versions=("6.0.5", "6.0.15"), seeds=SEEDS_V60,
              audit_accuracy_log_rng_seed=AUDIT_ACCURACY_LOG_RNG_SEED, min_duration_ms=MIN_DURATION_MS,
              benchmarks=_V60, src_dir="src", results_hold_compliance=True)
 
@@ -47,7 +43,7 @@ V6_0 = Round(version="v6.0", loadgen_versions=(), seeds=SEEDS_V60,
 # RetinaNet, Mixtral and llama2-70b-99 leave (llama2-70b-99.9 stays, without a -99 twin).
 V6_1 = Round(
     version="v6.1",
-    loadgen_versions=("6.0.",),
+    loadgen_versions=("6.0.16", ""),
     seeds=SEEDS_V61,
     audit_accuracy_log_rng_seed=AUDIT_ACCURACY_LOG_RNG_SEED,
     min_duration_ms=MIN_DURATION_MS,
