@@ -50,8 +50,35 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
                     raise HarnessError(f"precision {values['precision']} is not supported by {spec.name} "
                                        f"(supported: {', '.join(spec.precisions)})",
                                        f"use --precision={spec.precisions[0]}")
+                if not cli.get("force"):
+                    check_rate(spec, sc, system, reg, cli, ver, derived, values)
                 out.append(RunSettings(spec, sc, system, values, sources, path, ver, tuple(notes)))
     return cli, out
+
+
+OVERLOAD_FACTOR = 10      # a CLI rate this many times the system's configured one needs --force
+
+
+def check_rate(spec, scenario, system, reg, cli, config_ver, derived, values) -> None:
+    """A rate given on the command line far above the system's configured one would make LoadGen
+    generate more queries than the run can serve (memory grows, nothing is printed): refuse it
+    without --force, naming both rates and the query count it implies."""
+    from code.common import scenarios
+    from code.common.configs import resolve
+
+    sizing = scenarios.get(scenario).sizing
+    if sizing.endswith("_ns") or sizing not in cli:
+        return
+    configured = resolve(spec, scenario, system, reg, {k: v for k, v in cli.items() if k != sizing},
+                         config_ver, derived)[0][sizing]
+    want = values[sizing]
+    if configured and want > OVERLOAD_FACTOR * configured:
+        seconds = (values["min_duration"] or (60000 if values["fast"] else 600000)) / 1000
+        raise HarnessError(f"--{sizing}={want:g} is {want / configured:.0f}x the {configured:g} this system's "
+                           f"config expects for {spec.name} {scenario}: LoadGen would generate about "
+                           f"{want * seconds:,.0f} samples for a {seconds:g} s run",
+                           f"measure the real rate (make run_harness RUN_ARGS=\"--benchmarks={spec.name} "
+                           f"--scenarios={scenario} --fast\"), or add --force to run it anyway")
 
 
 def default_backend(system) -> str:

@@ -102,7 +102,7 @@ def harness(settings, mode_dir: Path, null: bool = False) -> dict:
     from code.resnet50.harness import ResNet50Benchmark
 
     engines = {} if null else ResNet50Benchmark(settings).generate_engines()
-    return run_one(settings, RunControl(null_processor=null), mode_dir, engines)
+    return run_one(settings, RunControl(null_processor=null, overwrite=True), mode_dir, engines)
 
 
 def server_sweep(root: Path, tiny: bool, seconds: float, batch: int, start: float = 20000.0) -> tuple[float, list]:

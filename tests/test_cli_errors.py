@@ -121,3 +121,14 @@ def test_gpu_copy_streams_other_than_one_is_refused(harness_env):
     r = run_main("--action=info", "--benchmarks=resnet50", "--scenarios=Offline", "--gpu_copy_streams=2",
                  env=harness_env)
     _assert_user_error(r, 2, "gpu_copy_streams", "gpu_inference_streams")
+
+
+def test_non_finite_and_runaway_rates_are_refused(harness_env):
+    base = ("--action=info", "--benchmarks=resnet50", "--scenarios=Server", "--model_variant=tiny")
+    for bad in ("nan", "inf", "-inf"):
+        r = run_main(*base, f"--server_target_qps={bad}", env=harness_env)
+        _assert_user_error(r, 2, "finite")
+    r = run_main(*base, "--server_target_qps=100000", env=harness_env)     # 1000x the tiny config's 100
+    _assert_user_error(r, 2, "samples", "--force")
+    assert run_main(*base, "--server_target_qps=100000", "--force", env=harness_env).returncode == 0
+    assert run_main(*base, "--server_target_qps=300", env=harness_env).returncode == 0

@@ -103,3 +103,72 @@ def test_runner_child_dies_with_a_killed_parent_and_next_run_cleans(tiny_resnet,
     from code.common.fileio import clean_stale_partials as clean
 
     assert sorted(clean(left[0].parent)) == sorted(left)   # ...until the next run in that folder
+
+
+def test_runner_never_replaces_an_earlier_run_without_overwrite(tiny_resnet, tmp_path):
+    from code.common.errors import HarnessError
+    from code.common.runner import run_one, timestamp
+    from code.common.settings import RunControl
+    from code.main import plan
+    from tests.conftest import run_main
+
+    assert len({timestamp() for _ in range(20)}) == 20          # same second, distinct run folders
+    _, [s] = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--model_variant=tiny",
+                   "--min_duration=300", "--min_query_count=1", "--offline_expected_qps=2000"])
+    d = tmp_path / "run"
+    first = run_one(s, RunControl(null_processor=True), d, {})
+    with pytest.raises(HarnessError, match="already holds") as e:
+        run_one(s, RunControl(null_processor=True), d, {})
+    assert "--overwrite" in e.value.fix and (d / "metadata.json").read_text().count(first["finished"])
+    second = run_one(s, RunControl(null_processor=True, overwrite=True), d, {})
+    assert second["finished"] >= first["finished"] and not list(tmp_path.glob(".*partial"))
+    mask = os.umask(0)
+    os.umask(mask)                                   # results follow the umask, like any file (not 0600/0700)
+    assert d.stat().st_mode & 0o777 == 0o777 & ~mask
+    assert (d / "metadata.json").stat().st_mode & 0o777 == 0o666 & ~mask
+    # the CLI refuses before doing any work
+    logs = tmp_path / "logs"
+    (logs / f"{s.system_name}/resnet50/Offline/performance").mkdir(parents=True)
+    r = run_main("--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--model_variant=tiny",
+                 f"--log_dir={logs}", env=tiny_resnet)
+    assert r.returncode == 2 and "already holds" in r.stderr and "[run]" not in r.stdout, r.stdout + r.stderr
+
+
+def test_runner_names_the_signal_that_ended_the_child():
+    from code.common.runner import child_exit_reason
+
+    assert "SIGKILL" in child_exit_reason(-9) and "out-of-memory" in child_exit_reason(-9)
+    assert "SIGBUS" in child_exit_reason(-7) and "changed" in child_exit_reason(-7)
+    assert child_exit_reason(3) == "harness child exited with code 3"
+
+
+@pytest.mark.timeout(600)
+def test_runner_child_killed_is_recorded_with_its_signal(tiny_resnet, tmp_path):
+    """SIGKILL to the child alone (what the OOM killer does): the parent records why and exits 4."""
+    import json
+
+    log_dir = tmp_path / "logs"
+    p, child = _start_long_run(tiny_resnet, log_dir)
+    os.kill(child, signal.SIGKILL)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 4 and "SIGKILL" in out and "Traceback" not in out, out
+    [meta] = [json.loads(m.read_text()) for m in log_dir.rglob("metadata.json")]
+    assert meta["status"] == "error" and "SIGKILL" in meta["error"]
+    assert not list(log_dir.rglob("*.partial"))
+
+
+def test_make_run_accepts_run_harness_flags():
+    """`make run` = generate_engines + run_harness with one RUN_ARGS: flags of either step are accepted."""
+    from code.common.errors import HarnessError
+    from code.main import plan
+
+    args = ["--benchmarks=sdxl", "--scenarios=Server", "--test_mode=AccuracyOnly", "--fast", "--model_variant=tiny"]
+    cli, [s] = plan(["--action=run", *args])
+    assert cli["test_mode"] == "AccuracyOnly" and s.fast
+    with pytest.raises(HarnessError, match="does not apply to --action=generate_engines"):
+        plan(["--action=generate_engines", *args])
+    with pytest.raises(HarnessError, match="does not apply"):
+        plan(["--action=run", "--benchmarks=resnet50", "--audit_test=TEST01"])   # applies to no step of run
+    r = subprocess.run(["make", "-n", "run", f"RUN_ARGS={' '.join(args)}", "VENV=/nonexistent-venv"], cwd=REPO,
+                       capture_output=True, text=True)
+    assert "--action=run " in r.stdout and "--test_mode=AccuracyOnly" in r.stdout, r.stdout

@@ -183,6 +183,19 @@ def test_submission_export_refuses_untruncated(exported, tmp_path):
         export.export(submitter="OpenHarness", division="closed", root=root, out=tmp_path / "out", tarball=False)
 
 
+def test_submission_export_with_nothing_staged_fails(tmp_path):
+    """Only the tracked results/README.md, or results without a performance run: exit non-zero, no tarball."""
+    root = tmp_path / "stage"
+    (root / "results").mkdir(parents=True)
+    (root / "results" / "README.md").write_text("# results/\n")
+    with pytest.raises(HarnessError, match="nothing staged"):
+        export.export(submitter="OpenHarness", division="closed", root=root, out=tmp_path / "out", tarball=True)
+    (root / "results" / SYS / "resnet" / "Offline" / "accuracy").mkdir(parents=True)
+    with pytest.raises(HarnessError, match="nothing to export"):
+        export.export(submitter="OpenHarness", division="closed", root=root, out=tmp_path / "out", tarball=True)
+    assert not list(tmp_path.glob("out*")) and not list(tmp_path.rglob("*.tar.gz"))
+
+
 def test_submission_stage_is_atomic_and_keeps_edits(exported, monkeypatch):
     root = exported["root"]
     sysjson = root / "systems" / f"{SYS}.json"

@@ -125,6 +125,9 @@ def action_run_harness(cli, settings) -> int:
         [cli.get("test_mode", "PerformanceOnly")]
     metas = []
     root = None
+    plan = [(s, RunControl.from_cli(cli, test_mode=m)) for s in settings for m in modes]
+    for s, control in plan:          # before any work: an existing run folder stops the whole invocation
+        runner.refuse_existing(runner.default_log_dir(s, control.test_mode, stamp, control.log_dir), control)
     for s in settings:
         for n in s.notes:
             print(f"[run_harness] note: {n}")
@@ -143,6 +146,12 @@ def action_run_harness(cli, settings) -> int:
               f"  fix: {m.get('error_fix') or 'see ' + m['log_dir'] + ' (child_traceback.txt, mlperf_log_detail.txt)'}",
               file=sys.stderr)
     return max((m.get("error_exit_code") or 4 for m in failed), default=0)
+
+
+def action_run(cli, settings) -> int:
+    """NVIDIA's ``make run``: generate_engines then run_harness, one invocation, so every flag that
+    applies to either step is accepted (run_harness builds or reuses the engines before each run)."""
+    return action_run_harness(cli, settings)
 
 
 def action_run_audit_harness(cli, settings) -> int:

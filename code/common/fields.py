@@ -8,6 +8,7 @@ else declares a setting. Which scenarios a core field applies to is said by code
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable, Iterable
 
 from code.common import scenarios
@@ -16,7 +17,7 @@ from code.common.errors import did_you_mean
 from code.common.rounds import AUDIT_TESTS, VERSIONS as ROUND_VERSIONS
 
 ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "generate_engines",
-           "run_harness", "run_audit_harness", "docs")
+           "run_harness", "run", "run_audit_harness", "docs")
 TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun")
 CONFIG_VERS = ("default", "high_accuracy", "maxq", "triton")
 VARIANTS = ("reference", "tiny")
@@ -54,9 +55,12 @@ def parse_float(v: Any) -> float:
     if isinstance(v, bool):
         raise ValueError(f"expected a number, got {v!r}")
     try:
-        return float(v)
+        x = float(v)
     except (TypeError, ValueError):
         raise ValueError(f"expected a number, got {v!r}") from None
+    if not math.isfinite(x):
+        raise ValueError(f"expected a finite number, got {v!r}")
+    return x
 
 
 def parse_str(v: Any) -> str:
@@ -150,7 +154,7 @@ class Field:
         return v
 
 
-RUN = ("run_harness", "run_audit_harness")
+RUN = ("run_harness", "run", "run_audit_harness")   # "run": NVIDIA's `make run` (engines, then the harness)
 ENGINE_AND_RUN = ("generate_engines",) + RUN
 DATA = ("download_model", "download_data", "preprocess_data")
 
@@ -175,6 +179,11 @@ CORE_FIELDS: tuple[Field, ...] = (
           config=False, actions=RUN, control=True),
     Field("system_name", parse_str, None, "Use this KnownSystems id instead of the detected one.", config=False,
           control=True),
+    Field("overwrite", parse_bool, False, "Replace the logs of an earlier run in the same --log_dir (otherwise an "
+          "existing run folder is an error).", flag_value=True, config=False, actions=RUN, control=True),
+    Field("force", parse_bool, False, "Run even when the requested rate is far beyond what this system's config "
+          "expects (the run would generate far more queries than the system can serve in its duration).",
+          flag_value=True, config=False, actions=ENGINE_AND_RUN + ("info",), control=True),
     Field("use_cached_responses", parse_bool, False, "TEST ONLY: cache responses per sample (makes TEST04 fail).",
           flag_value=True, config=False, actions=RUN, control=True),
     # --- workload (RunSettings) ---

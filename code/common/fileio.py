@@ -8,11 +8,20 @@ import os
 import re
 import shutil
 import tempfile
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from code.common.errors import HarnessError
+
+
+def make_stage_dir(final: Path) -> Path:
+    """A private staging folder beside ``final`` (named for clean_stale_partials), with normal permissions."""
+    tmp = Path(tempfile.mkdtemp(prefix=partial_prefix(final), suffix=".partial", dir=final.parent))
+    _share(tmp, directory=True)
+    return tmp
 
 
 def partial_prefix(final: Path) -> str:
@@ -62,6 +71,8 @@ def staged_path(final: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     tmp = Path(tmp)
     try:
         yield tmp
+        if tmp.exists():
+            _share(tmp)
         os.replace(tmp, final)
     finally:
         if tmp.exists():
@@ -73,7 +84,7 @@ def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
     """Yield a temp directory beside ``final``; swap it into place only if the block succeeds."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=partial_prefix(final), suffix=".partial", dir=final.parent))
+    tmp = make_stage_dir(final)
     try:
         yield tmp
         old = None
@@ -118,35 +129,97 @@ def md5_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def download(url: str, dest: str | os.PathLike, *, sha256: str | None = None, md5: str | None = None,
-             fix: str | None = None, timeout: float = 60.0) -> Path:
-    """Fetch ``url`` into ``dest`` with a checksum check. Reuses a present file whose checksum matches.
+MIRROR_ENV = "MLPERF_DOWNLOAD_MIRROR"
 
-    Downloads to a ``.partial`` file and renames on success, so an interrupted or corrupt download
-    never appears under the final name.
+
+def mirrored(url: str) -> str:
+    """``url`` through $MLPERF_DOWNLOAD_MIRROR when set: ``<mirror>/<host>/<path>`` (a plain HTTP folder
+    laid out by host, e.g. an internal cache, or a server on 127.0.0.1 in tests)."""
+    base = os.environ.get(MIRROR_ENV)
+    if not base:
+        return url
+    parts = urllib.parse.urlsplit(url)
+    return f"{base.rstrip('/')}/{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+
+
+def download(url: str, dest: str | os.PathLike, *, sha256: str | None = None, md5: str | None = None,
+             check: Callable[[Path], None] | None = None, fix: str | None = None, timeout: float = 60.0) -> Path:
+    """Fetch ``url`` into ``dest`` and verify it: ``sha256`` / ``md5`` checksums and/or ``check`` (a
+    validator that raises HarnessError). A present ``dest`` is reused only when it passes them; a
+    file with nothing to verify it against is always fetched again.
+
+    Bytes go to ``.<name>.download`` beside ``dest``, which a later call resumes with an HTTP Range
+    request when the server allows it (large models); it is renamed to ``dest`` only once verified,
+    so an interrupted, truncated or corrupt download never appears under the final name. A response
+    shorter than its Content-Length, an HTTP error, or a server silent for ``timeout`` seconds is a
+    one-line error (exit 3). Honours $MLPERF_DOWNLOAD_MIRROR (``mirrored``).
     """
     dest = Path(dest)
+    fix = fix or f"retry; or place the file by hand at {dest}"
 
-    def ok(p: Path) -> bool:
+    def verify(p: Path) -> None:
         if sha256 and sha256_file(p) != sha256:
-            return False
+            raise HarnessError(f"checksum mismatch for {url}: sha256 is not {sha256} (file discarded)", fix, 3)
         if md5 and md5_file(p) != md5:
-            return False
-        return True
+            raise HarnessError(f"checksum mismatch for {url}: md5 is not {md5} (file discarded)", fix, 3)
+        if check is not None:
+            check(p)
 
-    if dest.exists() and ok(dest):
-        return dest
+    if dest.exists() and (sha256 or md5 or check):
+        try:
+            verify(dest)
+            return dest
+        except HarnessError:
+            pass
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(f".{dest.name}.download")
+    src = mirrored(url)
     try:
-        with staged_path(dest) as tmp:
-            req = urllib.request.Request(url, headers={"User-Agent": "mlperf-harness/1.0"})
-            with urllib.request.urlopen(req, timeout=timeout) as r, open(tmp, "wb") as f:
-                shutil.copyfileobj(r, f, 1 << 20)
-            if not ok(tmp):
-                raise HarnessError(f"checksum mismatch for {url} (file discarded)",
-                                   fix or "retry the download; if it persists the upstream file changed", 3)
+        _fetch(src, part, timeout)
+        verify(part)
     except HarnessError:
+        part.unlink(missing_ok=True)
         raise
-    except Exception as e:  # network errors, HTTP errors
-        raise HarnessError(f"could not download {url}: {type(e).__name__}: {e}",
-                           fix or "check network access, or place the file by hand at " + str(dest), 3) from None
+    except Exception as e:  # network and HTTP errors, timeouts, truncated bodies: keep what came for a resume
+        if isinstance(e, urllib.error.HTTPError):
+            part.unlink(missing_ok=True)
+        raise HarnessError(f"could not download {src}: {type(e).__name__}: {e}".replace("\n", " "),
+                           f"check network access ({MIRROR_ENV} names a mirror), then {fix}", 3) from None
+    _share(part)
+    os.replace(part, dest)
     return dest
+
+
+def _fetch(url: str, part: Path, timeout: float) -> None:
+    """Append the rest of ``url`` to ``part`` (resuming with Range when it has bytes already)."""
+    have = part.stat().st_size if part.exists() else 0
+    headers = {"User-Agent": "mlperf-harness/1.0"}
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    req = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        resumed = have and r.status == 206
+        length = r.headers.get("Content-Length")
+        with open(part, "ab" if resumed else "wb") as f:
+            shutil.copyfileobj(r, f, 1 << 20)
+        got = part.stat().st_size - (have if resumed else 0)
+    if length is not None and got != int(length):
+        raise ConnectionError(f"the server sent {got} of {length} bytes")
+
+
+def _share(p: Path, directory: bool = False) -> None:
+    """Give a staged file or folder the permissions a normal one gets under the umask (mkstemp and
+    mkdtemp create them private: 0600 / 0700)."""
+    mask = _umask()
+    os.chmod(p, (0o777 if directory else 0o666) & ~mask)
+
+
+_UMASK: list[int] = []
+
+
+def _umask() -> int:
+    if not _UMASK:
+        m = os.umask(0)
+        os.umask(m)
+        _UMASK.append(m)
+    return _UMASK[0]

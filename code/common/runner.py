@@ -20,13 +20,13 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
 from code.common import paths, scenarios
-from code.common.fileio import clean_stale_partials, partial_prefix, write_json, write_text
+from code.common.errors import HarnessError
+from code.common.fileio import clean_stale_partials, make_stage_dir, write_json, write_text
 from code.common.loadgen_logs import summarize
 from code.common.settings import RunControl, RunSettings
 
@@ -68,12 +68,44 @@ def system_from_json(d: dict):
 
 
 def timestamp() -> str:
-    return dt.datetime.now().strftime("%Y.%m.%d-%H.%M.%S")
+    """A run folder name: the time plus a short random suffix, so runs started in the same second
+    never share a folder."""
+    import secrets
+
+    return dt.datetime.now().strftime("%Y.%m.%d-%H.%M.%S-") + secrets.token_hex(2)
+
+
+def refuse_existing(log_dir: Path, control: RunControl) -> None:
+    """An earlier run's folder is never replaced unless the user says --overwrite."""
+    if log_dir.exists() and not control.overwrite:
+        raise HarnessError(f"{log_dir} already holds a run's logs; they are not replaced",
+                           "pick another --log_dir (or drop it for a fresh build/logs/<timestamp>), or add --overwrite")
 
 
 def default_log_dir(s: RunSettings, test_mode: str, stamp: str, log_dir: str | None = None) -> Path:
     base = Path(log_dir) if log_dir else paths.logs_dir() / stamp
     return base / s.system_name / s.log_name / s.scenario / scenarios.MODE_DIRS[test_mode]
+
+
+SIGNAL_CAUSES = {
+    "SIGKILL": "killed outright: most often the kernel's out-of-memory killer (see `dmesg`), or a user",
+    "SIGBUS": "a file the run had mapped changed or shrank under it (an engine or data file rewritten?)",
+    "SIGSEGV": "a crash in native code (the inference library or LoadGen)",
+    "SIGABRT": "a native library aborted (its message is above)",
+    "SIGTERM": "stopped from outside (timeout, a batch scheduler, docker stop)",
+    "SIGINT": "interrupted (Ctrl-C)",
+}
+
+
+def child_exit_reason(rc: int) -> str:
+    """The harness child's end in words: the signal's name and its likely cause, or the exit code."""
+    if rc >= 0:
+        return f"harness child exited with code {rc}"
+    try:
+        name = signal.Signals(-rc).name
+    except ValueError:
+        return f"harness child ended by signal {-rc}"
+    return f"harness child ended by {name}: {SIGNAL_CAUSES.get(name, 'see the log above')}"
 
 
 def _die_with_parent() -> None:
@@ -104,9 +136,10 @@ def run_one(settings: RunSettings, control: RunControl, log_dir: str | Path, eng
 
     ``engines``: component -> engine path, as ``Benchmark.generate_engines`` resolved them."""
     log_dir = Path(log_dir)
+    refuse_existing(log_dir, control)
     log_dir.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_partials(log_dir.parent)
-    stage = Path(tempfile.mkdtemp(prefix=partial_prefix(log_dir), suffix=".partial", dir=log_dir.parent))
+    stage = make_stage_dir(log_dir)
     started = dt.datetime.now().astimezone()
     t0 = time.time()
     conf = user_conf_text(settings, control)
@@ -138,17 +171,21 @@ def run_one(settings: RunSettings, control: RunControl, log_dir: str | Path, eng
         child = json.loads((stage / "child_result.json").read_text())
     err = child.get("error")
     if rc != 0 and not err:
-        err = f"harness child exited with code {rc}"
+        err = child_exit_reason(rc)
     meta = build_metadata(settings, control, stage, conf, child, err, started, time.time() - t0)
     meta["log_dir"] = str(log_dir)
     write_json(stage / "metadata.json", meta)
     (stage / "request.json").unlink(missing_ok=True)
     (stage / "child_result.json").unlink(missing_ok=True)
-    if log_dir.exists():
+    if log_dir.exists():                    # --overwrite (checked above): swap the old folder out
         import shutil
 
-        shutil.rmtree(log_dir)
-    os.replace(stage, log_dir)
+        old = log_dir.with_name(f".{log_dir.name}.pid{os.getpid()}.old.partial")
+        os.replace(log_dir, old)
+        os.replace(stage, log_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(stage, log_dir)
     return meta
 
 

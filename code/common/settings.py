@@ -26,6 +26,7 @@ class RunControl:
     audit_test: str | None = None          # set for compliance runs: the Server target QPS is derated
     verbose: bool = False
     log_dir: str | None = None
+    overwrite: bool = False                # replace an existing run folder (audits replace theirs)
     use_cached_responses: bool = False     # TEST ONLY: the cheating SUT TEST04 exists to catch
     null_processor: bool = False           # benchmarks of the harness itself: no model work
 

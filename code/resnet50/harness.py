@@ -66,9 +66,7 @@ class ResNet50Benchmark(Benchmark):
         if self.tiny:
             self._make_tiny_data()
             return
-        with staged_path(self.val_map, suffix=".txt") as tmp:
-            download(VAL_MAP_URL, tmp, fix="make download_data BENCHMARKS=resnet50")
-            check_val_map(tmp)
+        download(VAL_MAP_URL, self.val_map, check=check_val_map, fix="make download_data BENCHMARKS=resnet50")
         print(f"[download_data] {self.val_map}")
         if not (self.image_dir / "ILSVRC2012_val_00000001.JPEG").exists():
             print(f"[download_data] ImageNet is licensed: put the 50000 ILSVRC2012 validation JPEGs in {self.image_dir}")

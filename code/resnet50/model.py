@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from code.common.errors import HarnessError
-from code.common.fileio import download, staged_path, write_json
+from code.common.fileio import download, mirrored, staged_path, write_json
 
 INPUT = "input_tensor:0"
 OUTPUTS = ("ArgMax:0", "softmax_tensor:0")
@@ -27,7 +27,7 @@ def zenodo_md5(record: str, name: str) -> tuple[str, str]:
     """(download url, md5) for a file of a Zenodo record, from Zenodo's own record API."""
     api = f"https://zenodo.org/api/records/{record}"
     try:
-        with urllib.request.urlopen(api, timeout=60) as r:
+        with urllib.request.urlopen(mirrored(api), timeout=60) as r:
             meta = json.load(r)
     except Exception as e:
         raise HarnessError(f"could not read {api}: {type(e).__name__}: {e}",

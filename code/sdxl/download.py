@@ -84,10 +84,11 @@ def fetch_one(name: str, dest_dir: Path, local: Path | None, log=print) -> Path:
     if kind == "sha256":
         download(url, dest, sha256=want, fix=FIX_DATA)
     else:
-        with staged_path(dest) as tmp:
-            download(url, tmp, fix=FIX_DATA)
-            if git_blob_sha1(tmp) != want:
-                raise MissingDataError(f"checksum mismatch for {url} (file discarded)", FIX_DATA)
+        def blob_ok(p: Path) -> None:
+            if git_blob_sha1(p) != want:
+                raise MissingDataError(f"checksum mismatch for {url}: git blob id is not {want} (file discarded)",
+                                       FIX_DATA)
+        download(url, dest, check=blob_ok, fix=FIX_DATA)
     log(f"[sdxl] {name}: downloaded {url}")
     return dest
 

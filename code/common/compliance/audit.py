@@ -227,7 +227,7 @@ def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, r
         log(f"[audit] Server target QPS x {settings.audit_server_qps_factor} (audit_server_qps_factor)")
     bench = target if target is not settings else implementation(spec)(settings)
     control = RunControl(action="run_audit_harness", test_mode="PerformanceOnly", audit_test=test,
-                         **(control_over or {}))
+                         overwrite=True, **(control_over or {}))   # each audit of a key replaces the last
     # run_one stages the run beside ``final`` and renames it into place when metadata.json is complete
     meta = dict(run_one(settings, control, final, bench.generate_engines(), audit_config=text))
     if extra_audit_keys:

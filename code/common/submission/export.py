@@ -95,7 +95,7 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
     out = Path(out or export_root())
     repo = Path(repo or paths.REPO_ROOT)
     results = root / "results"
-    if not results.is_dir() or not any(results.iterdir()):
+    if not results.is_dir() or not any(p.is_dir() for p in results.iterdir()):   # results/README.md is tracked
         raise HarnessError(f"nothing staged in {results}", "make update_results")
     with staged_dir(out) as tmp:
         sub = tmp / division / submitter
@@ -128,6 +128,10 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
                 mj = meas / f"{system}_{scen}.json"
                 if mj.is_file():
                     link_or_copy(mj, dst / "measurements.json")
+        if not systems:      # nothing stageable (an empty tree, or results without a VALID performance run)
+            raise HarnessError(f"nothing to export: no system x benchmark x scenario under {results} has a staged "
+                               "performance run", "make run_harness RUN_ARGS=\"--benchmarks=... --scenarios=...\" "
+                               "then make update_results")
         for system in sorted(systems):
             sj = root / "systems" / f"{system}.json"
             if sj.is_file():
