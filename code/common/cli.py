@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, Callable
 
@@ -17,10 +18,20 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def guarded(fn: Callable[..., Any], *args, **kwargs) -> int:
-    """Call fn; a HarnessError becomes its one-line message and exit code. Returns fn's int result or 0."""
+    """Call fn; a HarnessError becomes its one-line message and exit code, anything else one line
+    saying it is a bug (MLPERF_DEBUG=1 shows the traceback). Returns fn's int result or 0."""
     try:
         rc = fn(*args, **kwargs)
     except HarnessError as e:
         print(e.render(), file=sys.stderr)
         return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - never a traceback for the user
+        if os.environ.get("MLPERF_DEBUG"):
+            raise
+        print(f"error: internal error: {type(e).__name__}: {e}\n  fix: rerun with MLPERF_DEBUG=1 for the traceback "
+              "and report it", file=sys.stderr)
+        return 1
     return rc if isinstance(rc, int) else 0

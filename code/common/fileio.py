@@ -110,6 +110,23 @@ def write_json(path: str | os.PathLike, obj) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def read_json(path: str | os.PathLike, fix: str, expect: type = dict):
+    """A JSON file a user may have edited: bad syntax or the wrong top-level type is a one-line error
+    naming the file and line, with ``fix``."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise HarnessError(f"{path}: not UTF-8 text", fix) from None
+    except json.JSONDecodeError as e:
+        raise HarnessError(f"{path}:{e.lineno}: bad JSON: {e.msg} (column {e.colno})", fix) from None
+    except OSError as e:
+        raise HarnessError(f"{path}: cannot read: {e.strerror}", fix) from None
+    if not isinstance(obj, expect):
+        raise HarnessError(f"{path}: expected a JSON {expect.__name__}, found a {type(obj).__name__}", fix)
+    return obj
+
+
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

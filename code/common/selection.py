@@ -125,6 +125,8 @@ def _why_not_performance(run: Run) -> str | None:
     why = _why_not(run, PERF_FILES, ", not a submission run")
     if why is None and m.get("metric_value") is None:
         return "no headline metric in metadata"
+    if why is None and (isinstance(m["metric_value"], bool) or not isinstance(m["metric_value"], (int, float))):
+        return f"metadata.json metric_value is {m['metric_value']!r}, not a number (edited by hand?)"
     return why
 
 

@@ -18,7 +18,6 @@ Run: ``python -m code.common.submission.stage [--submitter ORG] [--division clos
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -30,7 +29,7 @@ from code.common.cli import ArgumentParser, guarded
 from code.common import paths
 from code.common.compliance.audit import verify_audit_dir
 from code.common.errors import HarnessError
-from code.common.fileio import write_json, write_text
+from code.common.fileio import read_json, write_json, write_text
 from code.common import rounds
 from code.common.submission import measurements, mlperf_conf, sysdesc
 from code.common.selection import Run, Selection, choose, scan
@@ -73,7 +72,8 @@ def _copy_acc(run: Run, dst: Path) -> None:
 def _stage_compliance(test: str, audit_dir: Path, dst: Path, perf: Run, acc: Run | None,
                       rb: rounds.RoundBenchmark, notes: list[str], label: str) -> None:
     """Copy one audit into the official per-test layout, re-verifying it if the references changed."""
-    rec = json.loads((audit_dir / "verification.json").read_text()) if (audit_dir / "verification.json").is_file() else {}
+    vj = audit_dir / "verification.json"
+    rec = read_json(vj, f"rerun the audit: make run_audit_{test.lower()}") if vj.is_file() else {}
     ref = rec.get("reference") or {}
     same = (ref.get("performance") == str(perf.dir)) and (test != "TEST01" or ref.get("accuracy") == str(acc.dir if acc else None))
     work = dst / ".audit"
@@ -241,7 +241,8 @@ def _system_desc(system, perf_runs, rnd, staged, root, submitter, division, syst
 
         system_info = detect()
     existing_path = root / "systems" / f"{system}.json"
-    existing = json.loads(existing_path.read_text()) if existing_path.is_file() else None
+    existing = read_json(existing_path, f"fix {existing_path} (or delete it to start again from the detected "
+                         "values)") if existing_path.is_file() else None
     detected = sysdesc.describe(
         division=division, submitter=submitter, system_type=sysdesc.system_type_for(benches, scen_by_bench),
         system_info=system_info, host=host if host is not None else sysdesc.host_facts(),
