@@ -1,7 +1,6 @@
 """Entry point: ``python -m code.main --action=<action> [flags]``. Errors print one line, no traceback."""
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from typing import Any
@@ -102,23 +101,17 @@ def main(argv: list[str] | None = None) -> int:
         print(render_help(registry()))
         return 0
     signal.signal(signal.SIGTERM, _sigterm)   # `timeout`, batch schedulers, `docker stop`: like Ctrl-C
-    try:
-        cli, settings = plan(argv)
-        from code.common import actions
+    from code.common.cli import guarded
 
-        return actions.dispatch(cli.get("action", "run_harness"), cli, settings) or 0
-    except HarnessError as e:
-        print(e.render(), file=sys.stderr)
-        return e.exit_code
-    except KeyboardInterrupt:
-        print("interrupted: the run was stopped and its partial logs removed", file=sys.stderr)
-        return 130
-    except Exception as e:  # an unexpected bug: still one line for the user, details on request
-        if os.environ.get("MLPERF_DEBUG"):
-            raise
-        print(f"error: internal error: {type(e).__name__}: {e}\n  fix: rerun with MLPERF_DEBUG=1 for the traceback "
-              "and report it", file=sys.stderr)
-        return 1
+    return guarded(_plan_and_dispatch, argv,
+                   interrupted="interrupted: the run was stopped and its partial logs removed")
+
+
+def _plan_and_dispatch(argv: list[str]) -> int:
+    from code.common import actions
+
+    cli, settings = plan(argv)
+    return actions.dispatch(cli.get("action", "run_harness"), cli, settings) or 0
 
 
 if __name__ == "__main__":

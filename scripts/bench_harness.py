@@ -68,7 +68,8 @@ def prepare(root: Path, tiny: bool) -> dict:
 def settings_for(scenario: str, extra: list[str], tiny: bool):
     from code.main import plan
 
-    args = ["--action=run_harness", "--benchmarks=resnet50", f"--scenarios={scenario}", *extra]
+    # --force: the rates here are deliberately far above the CPU config's (null backend, sweeps)
+    args = ["--action=run_harness", "--benchmarks=resnet50", f"--scenarios={scenario}", "--force", *extra]
     if tiny:
         args.append("--model_variant=tiny")
     return plan(args)[1][0]

@@ -33,8 +33,20 @@ def _audit_dir(env, test):
     return next((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / test).glob("*/resnet50/Offline"))
 
 
+def _fresh_reference(env):
+    """Replace the reference performance run with a new one: the audit's ±10% performance verdict
+    compares two timed runs, and on a shared CPU they should run under the same load."""
+    logs = Path(env["MLPERF_BUILD_DIR"]) / "logs"
+    for perf in logs.glob("*/*/resnet50/Offline/performance"):
+        shutil.rmtree(perf)
+    r = run_main("--action=run_harness", *BASE, "--test_mode=PerformanceOnly", *SHORT, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def _audit(env, test, *extra, retry=True):
-    for attempt in range(2 if retry else 1):
+    for attempt in range(3 if retry else 1):
+        if attempt:
+            _fresh_reference(env)
         r = run_main("--action=run_audit_harness", f"--audit_test={test}", *BASE, *SHORT, *extra, env=env)
         d = next((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / test).glob("*/resnet50/Offline"))
         rec = json.loads((d / "verification.json").read_text())

@@ -131,7 +131,7 @@ def test_resnet50_offline_null_processor_through_loadgen(tiny_resnet, tmp_path):
     from code.main import plan
 
     _, settings = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--model_variant=tiny",
-                        "--min_duration=1000", "--min_query_count=1", "--offline_expected_qps=20000"])
+                        "--min_duration=1000", "--min_query_count=1", "--offline_expected_qps=20000", "--force"])
     m = run_one(settings[0], RunControl(null_processor=True), tmp_path / "null", {})
     assert m["status"] == "ok" and m["metric_value"] > 2000
 

@@ -21,17 +21,24 @@ def _dead_pid() -> int:
 
 
 def test_stale_partials_of_dead_owners_are_removed(tmp_path):
+    from code.common.fileio import _host, sweep_stale_partials
+
     dead = _dead_pid()
-    stale_dir = tmp_path / f".performance.pid{dead}.x1y2.partial"
-    stale_file = tmp_path / f".engine.onnx.pid{dead}.abc.onnx.partial"
+    stale_dir = tmp_path / f".performance.pid{dead}-{_host()}.x1y2.partial"
+    stale_file = tmp_path / f".engine.onnx.pid{dead}-{_host()}.abc.onnx.partial"
+    other_host = tmp_path / f".performance.pid{dead}-some-other-box.x1y2.partial"   # maybe alive there
     mine = tmp_path / f"{partial_prefix(tmp_path / 'accuracy')}q9.partial"
-    for d in (stale_dir, mine):
+    for d in (stale_dir, mine, other_host):
         d.mkdir()
     stale_file.write_text("half")
     (tmp_path / "performance").mkdir()           # a finished run is never touched
     removed = clean_stale_partials(tmp_path)
     assert sorted(removed) == sorted([stale_dir, stale_file])
-    assert mine.exists() and (tmp_path / "performance").exists()
+    assert mine.exists() and other_host.exists() and (tmp_path / "performance").exists()
+    deep = tmp_path / "logs" / "2026.01.01-00.00.00-abcd" / "sys" / "resnet50" / "Offline"
+    deep.mkdir(parents=True)
+    (deep / f".performance.pid{dead}-{_host()}.zz.partial").mkdir()
+    assert sweep_stale_partials(tmp_path / "logs") == [deep / f".performance.pid{dead}-{_host()}.zz.partial"]
 
 
 def _children(pid: int) -> list[int]:

@@ -120,14 +120,26 @@ def action_run_harness(cli, settings) -> int:
     from code.common import results, runner
     from code.common.settings import RunControl
 
+    from code.common import paths
+    from code.common.fileio import sweep_stale_partials
+
+    for root in (paths.logs_dir(), paths.compliance_logs_dir()):
+        for p in sweep_stale_partials(root):
+            print(f"[run_harness] removed {p} (left by a run that was killed)")
     stamp = runner.timestamp()
     modes = ["PerformanceOnly", "AccuracyOnly"] if cli.get("test_mode") == "SubmissionRun" else \
         [cli.get("test_mode", "PerformanceOnly")]
     metas = []
     root = None
     plan = [(s, RunControl.from_cli(cli, test_mode=m)) for s in settings for m in modes]
-    for s, control in plan:          # before any work: an existing run folder stops the whole invocation
-        runner.refuse_existing(runner.default_log_dir(s, control.test_mode, stamp, control.log_dir), control)
+    seen: dict = {}
+    for s, control in plan:          # before any work: an existing or shared run folder stops the invocation
+        d = runner.default_log_dir(s, control.test_mode, stamp, control.log_dir)
+        if d in seen:
+            raise HarnessError(f"{s.benchmark} {s.scenario} config_ver {s.config_ver} and config_ver {seen[d]} would "
+                               f"write the same folder {d}", "run the config_vers in separate invocations")
+        seen[d] = s.config_ver
+        runner.refuse_existing(d, control)
     for s in settings:
         for n in s.notes:
             print(f"[run_harness] note: {n}")

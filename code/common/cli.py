@@ -17,16 +17,17 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def guarded(fn: Callable[..., Any], *args, **kwargs) -> int:
-    """Call fn; a HarnessError becomes its one-line message and exit code, anything else one line
-    saying it is a bug (MLPERF_DEBUG=1 shows the traceback). Returns fn's int result or 0."""
+def guarded(fn: Callable[..., Any], *args, interrupted: str = "interrupted", **kwargs) -> int:
+    """Call fn; a HarnessError becomes its one-line message and exit code, Ctrl-C (and SIGTERM where
+    the caller maps it to KeyboardInterrupt) ``interrupted`` and 130, anything else one line saying
+    it is a bug (MLPERF_DEBUG=1 shows the traceback). Returns fn's int result or 0."""
     try:
         rc = fn(*args, **kwargs)
     except HarnessError as e:
         print(e.render(), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(interrupted, file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - never a traceback for the user
         if os.environ.get("MLPERF_DEBUG"):

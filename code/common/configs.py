@@ -122,7 +122,7 @@ def block_chain(blocks: dict, start: str, path: Path) -> list[str]:
         cur = blocks[cur].get("extends", "default")
 
 
-ARCH_NOTE = "confirm the values with make find_performance, or add a block for it"
+ARCH_NOTE = "confirm the values with a trial run (make run_harness RUN_ARGS=\"... --fast\"), or add a block for it"
 
 
 def pick_block(blocks: dict, system, scenario: str, path: Path) -> tuple[str, int, str | None]:

@@ -24,12 +24,20 @@ def make_stage_dir(final: Path) -> Path:
     return tmp
 
 
+def _host() -> str:
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40] or "host"
+
+
 def partial_prefix(final: Path) -> str:
-    """Prefix of a staging name beside ``final``; it names the owning process (see clean_stale_partials)."""
-    return f".{final.name}.pid{os.getpid()}."
+    """Prefix of a staging name beside ``final``; it names the owning process and host (see
+    clean_stale_partials: only this host's dead owners are cleaned, so machines sharing a folder
+    never delete each other's live work)."""
+    return f".{final.name}.pid{os.getpid()}-{_host()}."
 
 
-_OWNER = re.compile(r"\.pid(\d+)\.[^/]*\.partial$")
+_OWNER = re.compile(r"\.pid(\d+)-([A-Za-z0-9-]*)\.[^/]*\.partial$")
 
 
 def _alive(pid: int) -> bool:
@@ -49,15 +57,28 @@ def clean_stale_partials(folder: str | os.PathLike) -> list[Path]:
         entries = list(Path(folder).iterdir())
     except OSError:
         return removed
+    host = _host()
     for p in entries:
         m = _OWNER.search(p.name)
-        if m is None or _alive(int(m.group(1))):
+        if m is None or m.group(2) != host or _alive(int(m.group(1))):
             continue
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
         else:
             p.unlink(missing_ok=True)
         removed.append(p)
+    return removed
+
+
+def sweep_stale_partials(root: str | os.PathLike) -> list[Path]:
+    """clean_stale_partials in every folder under ``root`` that holds a staging entry (a killed run
+    leaves its ``.partial`` in a folder no later run writes to)."""
+    removed: list[Path] = []
+    root = Path(root)
+    if not root.is_dir():
+        return removed
+    for folder in sorted({p.parent for p in root.rglob("*.partial")}):
+        removed += clean_stale_partials(folder)
     return removed
 
 

@@ -42,7 +42,13 @@ def main(request_path: str) -> int:
         else:
             result["error"] = f"{type(e).__name__}: {e}"
         (stage / "child_traceback.txt").write_text(traceback.format_exc())
-    (stage / "child_result.json").write_text(json.dumps(result, indent=2, default=str))
+    try:
+        from code.common.fileio import write_json
+
+        write_json(stage / "child_result.json", result)      # staged: never half-written
+    except OSError as e:                                     # full disk: the parent reports the exit code
+        print(f"[child] cannot write child_result.json: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

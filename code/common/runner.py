@@ -108,14 +108,24 @@ def child_exit_reason(rc: int) -> str:
     return f"harness child ended by {name}: {SIGNAL_CAUSES.get(name, 'see the log above')}"
 
 
-def _die_with_parent() -> None:
-    """preexec_fn of the child: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG)."""
+def _death_signal_hook():
+    """preexec_fn for the child: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG).
+
+    libc is looked up here, in the parent: between fork and exec the child may only make the call
+    (other threads may hold locks). A parent that died before the call is caught by the ppid check."""
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):  # not Linux: the parent's handlers still stop the child
-        pass
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(1, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+    return hook
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -155,7 +165,7 @@ def run_one(settings: RunSettings, control: RunControl, log_dir: str | Path, eng
         env.setdefault("PYTHONUNBUFFERED", "1")
         env["PYTHONPATH"] = str(paths.REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         proc = subprocess.Popen([sys.executable, "-m", "code.common.harness_child", str(stage / "request.json")],
-                                cwd=stage, env=env, preexec_fn=_die_with_parent)
+                                cwd=stage, env=env, preexec_fn=_death_signal_hook())
         try:
             rc = proc.wait()
         finally:
@@ -167,8 +177,12 @@ def run_one(settings: RunSettings, control: RunControl, log_dir: str | Path, eng
         shutil.rmtree(stage, ignore_errors=True)
         raise
     child = {}
-    if (stage / "child_result.json").exists():
+    try:
         child = json.loads((stage / "child_result.json").read_text())
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError):          # a child killed while writing it, or a full disk
+        child = {}
     err = child.get("error")
     if rc != 0 and not err:
         err = child_exit_reason(rc)
@@ -177,7 +191,7 @@ def run_one(settings: RunSettings, control: RunControl, log_dir: str | Path, eng
     write_json(stage / "metadata.json", meta)
     (stage / "request.json").unlink(missing_ok=True)
     (stage / "child_result.json").unlink(missing_ok=True)
-    if log_dir.exists():                    # --overwrite (checked above): swap the old folder out
+    if log_dir.exists() and control.overwrite:   # swap the old folder out
         import shutil
 
         old = log_dir.with_name(f".{log_dir.name}.pid{os.getpid()}.old.partial")
@@ -185,8 +199,27 @@ def run_one(settings: RunSettings, control: RunControl, log_dir: str | Path, eng
         os.replace(stage, log_dir)
         shutil.rmtree(old, ignore_errors=True)
     else:
-        os.replace(stage, log_dir)
+        log_dir = _claim(stage, log_dir)
+        if str(log_dir) != meta["log_dir"]:     # another run took the folder while this one ran
+            meta["log_dir"] = str(log_dir)
+            write_json(log_dir / "metadata.json", meta)
     return meta
+
+
+def _claim(stage: Path, log_dir: Path) -> Path:
+    """Rename the finished stage to ``log_dir``; if another run created that folder meanwhile, keep both:
+    this one goes to ``<log_dir>-<n>`` (never replacing anything)."""
+    for n in range(100):
+        target = log_dir if n == 0 else log_dir.with_name(f"{log_dir.name}-{n}")
+        try:
+            os.rename(stage, target)      # fails on an existing non-empty folder (and os.replace would not)
+            if n:
+                print(f"[run] {log_dir} was taken by another run meanwhile; these logs are in {target}", flush=True)
+            return target
+        except OSError:
+            if not target.exists():
+                raise
+    raise HarnessError(f"no free folder name beside {log_dir}", "clean up build/logs")
 
 
 def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, child: dict, err: str | None,

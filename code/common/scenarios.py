@@ -58,6 +58,8 @@ class Scenario:
     # "min_query_count" (Offline: its one query carries that many samples), "target_latency" (Server)
     official_bounds: tuple[str, ...] = ()
     loadgen_scenario: str = ""      # LoadGen's TestScenario name when it differs (Interactive runs as Server)
+    audit_short_latency_ns: int = 0 # TEST01/TEST04 allow 20% instead of 10% at or below this latency
+    summary_score: str = ""         # regex of the mlperf_log_summary.txt line the official TEST04 check scores
 
     @property
     def loadgen_enum(self) -> str:
@@ -75,6 +77,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("Offline", "queue", "samples_per_second", "result_samples_per_second", "samples/s", False,
              "result_samples_per_second", ("offline_expected_qps",),
              (ConfKey("offline_expected_qps", "target_qps", _g),), sizing="offline_expected_qps", scales_with_devices=True,
+             summary_score="Samples per second",
              official_bounds=("min_query_count",)),
     Scenario("Server", "batcher", "completed_samples_per_second", "result_completed_samples_per_sec", "samples/s",
              False, "result_completed_samples_per_sec",
@@ -82,19 +85,23 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              (ConfKey("server_target_qps", "target_qps", _g),
               ConfKey("server_target_latency_ns", "target_latency", _ns_to_ms)),
              sizing="server_target_qps", scales_with_devices=True, audit_scaled="server_target_qps",
+             summary_score="Completed samples per second",
              official_bounds=("target_latency",)),
     Scenario("SingleStream", "inline", "90th_percentile_latency_ns", "result_90.00_percentile_latency_ns", "ns", True,
              "early_stopping_latency_ss", ("single_stream_expected_latency_ns",),
              (ConfKey("single_stream_expected_latency_ns", "target_latency", _ns_to_ms),),
-             sizing="single_stream_expected_latency_ns", percentile=90),
+             sizing="single_stream_expected_latency_ns", percentile=90, audit_short_latency_ns=200_000,
+             summary_score=r".*Early stopping (90th|90\.0th|99\.9th) percentile estimate"),
     Scenario("MultiStream", "inline", "99th_percentile_latency_ns", "result_99.00_percentile_latency_ns", "ns", True,
              "early_stopping_latency_ms", ("multi_stream_expected_latency_ns", "multi_stream_samples_per_query"),
              (ConfKey("multi_stream_expected_latency_ns", "target_latency", _ns_to_ms),
               ConfKey("multi_stream_samples_per_query", "samples_per_query", str, skip=8)),
-             sizing="multi_stream_expected_latency_ns", percentile=99),
+             sizing="multi_stream_expected_latency_ns", percentile=99, audit_short_latency_ns=1_600_000,
+             summary_score=r".*Early stopping (99th|99\.0th) percentile estimate"),
 )}
 
 NAMES: tuple[str, ...] = tuple(SCENARIOS)
+LOADGEN_SCENARIOS: tuple[str, ...] = tuple(dict.fromkeys(s.loadgen_enum for s in SCENARIOS.values()))
 MODE_DIRS = {"PerformanceOnly": "performance", "AccuracyOnly": "accuracy", "SubmissionRun": "submission"}
 
 

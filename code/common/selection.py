@@ -89,6 +89,8 @@ def scan(roots: Iterable[str | Path]) -> tuple[list[Run], list[str]]:
         if not root.exists():
             continue
         for md in sorted(root.rglob("metadata.json")):
+            if any(part.endswith(".partial") for part in md.relative_to(root).parts):
+                continue                   # a run still being written, or one whose owner died
             try:
                 meta = json.loads(md.read_text())
                 if not isinstance(meta, dict) or "test_mode" not in meta:

@@ -11,7 +11,7 @@ Threading contract:
 - One worker thread per Processor; a Processor is only ever used by its own worker.
 - Server: issue_queries appends LoadGen's samples to a pending deque under one lock (no per-sample
   Python work, no thread hand-off); a worker takes a full batch at once, or waits until the batch
-  fills or ``batch_timeout_s`` has passed since it saw the first sample. Workers are woken only for
+  fills or the oldest pending sample has waited ``batch_timeout_s``. Workers are woken only for
   a first sample or a full batch. (ResNet50 null backend, batch 64, this 2-core machine: max VALID
   Server QPS 36k with a batcher thread and queue.Queue hand-offs, 70k now; a bare SUT completing
   inline reaches ~100k.)
@@ -83,6 +83,7 @@ class BatchingSUT:
         self.work: queue.SimpleQueue = queue.SimpleQueue()      # batches for the workers
         # batcher mode: samples LoadGen issued that no batch holds yet, guarded by _cv
         self._pending: collections.deque = collections.deque()
+        self._arrivals: collections.deque = collections.deque()   # issue time of each pending sample
         self._cv = threading.Condition(threading.Lock())
         self._idle = 0             # workers waiting for a first sample
         self._filling = 0          # workers waiting for their batch to fill
@@ -120,9 +121,14 @@ class BatchingSUT:
     # --- LoadGen callbacks ----------------------------------------------------------------------
     def issue_queries(self, samples) -> None:
         if self.dispatch == "batcher":     # the hot path: no per-sample Python work here
+            now = time.monotonic()
             with self._cv:
                 pending = self._pending
                 pending.extend(samples)
+                if len(samples) == 1:
+                    self._arrivals.append(now)
+                else:
+                    self._arrivals.extend([now] * len(samples))
                 # wake a worker only for a first sample, or all of them when a batch is full
                 if self._idle and len(pending) == len(samples):
                     self._cv.notify()
@@ -146,20 +152,26 @@ class BatchingSUT:
             self._complete(proc, items[start:start + self.batch_size])
 
     def _complete(self, proc: Processor, batch: list[tuple[int, int]]) -> None:
+        """Run one batch and complete every sample in it exactly once, whatever the processor does
+        (an exception, too few outputs, a non-array): LoadGen would otherwise wait forever."""
         lg = self.lg
         try:
             outs = proc.process([idx for _, idx in batch])
+            if len(outs) != len(batch) or not all(isinstance(o, np.ndarray) for o in outs):
+                raise TypeError(f"{type(proc).__name__}.process returned {len(outs)} outputs for {len(batch)} samples "
+                                "(one numpy array per sample expected)")
+            response, ptrs = lg.QuerySampleResponse, {}
+            responses = []
+            for (qid, _), out in zip(batch, outs):
+                key = id(out)   # a processor may answer several samples with one array (the null one does)
+                ptr = ptrs.get(key)
+                if ptr is None:
+                    ptr = ptrs[key] = (out.__array_interface__["data"][0], out.nbytes)
+                responses.append(response(qid, *ptr))
         except BaseException as e:  # keep LoadGen alive; the runner reports the error
             self.errors.append(e)
-            outs = [np.zeros(0, dtype=np.uint8)] * len(batch)
-        response, ptrs = lg.QuerySampleResponse, {}
-        responses = []
-        for (qid, _), out in zip(batch, outs):
-            key = id(out)   # a processor may answer several samples with one array (the null one does)
-            ptr = ptrs.get(key)
-            if ptr is None:
-                ptr = ptrs[key] = (out.__array_interface__["data"][0], out.nbytes)
-            responses.append(response(qid, *ptr))
+            outs = None
+            responses = [lg.QuerySampleResponse(qid, 0, 0) for qid, _ in batch]
         lg.QuerySamplesComplete(responses)
         self.completed += len(batch)
         del outs  # released only after LoadGen has copied what it logs
@@ -173,8 +185,8 @@ class BatchingSUT:
 
     def _batching_worker(self, proc: Processor) -> None:
         """Server: take a full batch as soon as there is one; otherwise wait until batch_size samples
-        are there or batch_timeout_s has passed since this worker saw the first, then take what
-        there is. No thread sits between LoadGen and the workers."""
+        are there or the oldest pending sample has waited batch_timeout_s, then take what there is.
+        No thread sits between LoadGen and the workers."""
         bs, pending, cv = self.batch_size, self._pending, self._cv
         while True:
             with cv:
@@ -184,9 +196,8 @@ class BatchingSUT:
                     self._idle -= 1
                 if not pending:          # stopping, nothing left
                     return
-                deadline = time.monotonic() + self.batch_timeout_s
                 while len(pending) < bs and not self._stopping:
-                    left = deadline - time.monotonic()
+                    left = self._arrivals[0] + self.batch_timeout_s - time.monotonic()   # the oldest sample's wait
                     if left <= 0:
                         break
                     self._filling += 1
@@ -194,7 +205,10 @@ class BatchingSUT:
                     self._filling -= 1
                     if not pending:      # another worker took them
                         break
-                batch = [pending.popleft() for _ in range(min(bs, len(pending)))]
+                n = min(bs, len(pending))
+                batch = [pending.popleft() for _ in range(n)]
+                for _ in range(n):
+                    self._arrivals.popleft()
                 if pending and self._idle:
                     cv.notify()          # the rest is another worker's
             if batch:

@@ -138,7 +138,8 @@ def verify_audit_dir(test: str, audit_dir: Path, *, perf_ref: Path, acc_ref: Pat
         if acc_ref is None:
             raise HarnessError("TEST01 needs the accuracy-mode log of the submission", "make run_harness RUN_ARGS=\"--test_mode=AccuracyOnly ...\"")
         acc = verify.test01_accuracy(acc_ref / "mlperf_log_accuracy.json", audit_dir / "mlperf_log_accuracy.json")
-        perf = verify.test01_performance(perf_ref / "mlperf_log_detail.txt", audit_dir / "mlperf_log_detail.txt")
+        perf = verify.test01_performance(perf_ref / "mlperf_log_detail.txt", audit_dir / "mlperf_log_detail.txt",
+                                         dict(rb.result_field))
         write_text(audit_dir / "verify_accuracy.txt", acc.text)
         write_text(audit_dir / "verify_performance.txt", perf.text)
         rec["accuracy"] = {"passed": acc.passed, "verdict": acc.text.strip().splitlines()[-1], **acc.figures}

@@ -8,6 +8,7 @@ wildcard lines plus explicit ``<loadgen_model>.<scenario>.key`` lines for model-
 """
 from __future__ import annotations
 
+from code.common import scenarios
 from code.common.errors import HarnessError
 from code.common.rounds import AUDIT_TESTS as TESTS, Round, RoundBenchmark
 
@@ -49,7 +50,7 @@ def audit_config(test: str, rnd: Round, bench: RoundBenchmark, scenario: str,
                   f"*.*.accuracy_log_sampling_target = {bench.test01_sampling_target}",
                   f"{model}.{scenario}.accuracy_log_sampling_target = {bench.test01_sampling_target}"]
     elif test == "TEST04":
-        for scen in ("MultiStream", "Offline", "SingleStream", "Server"):
+        for scen in scenarios.LOADGEN_SCENARIOS:
             lines += [f"*.{scen}.mode = 2", f"*.{scen}.performance_issue_unique = 0",
                       f"*.{scen}.performance_issue_same = 1", f"*.{scen}.performance_issue_same_index = 3"]
         for key, value in bench.test04_extra.get(scenario, {}).items():
