@@ -117,11 +117,9 @@ def action_generate_engines(cli, settings) -> int:
 
 
 def action_run_harness(cli, settings) -> int:
-    from code.common import results, runner
-    from code.common.settings import RunControl
-
-    from code.common import paths
+    from code.common import paths, results, runner
     from code.common.fileio import sweep_stale_partials
+    from code.common.settings import RunControl
 
     for root in (paths.logs_dir(), paths.compliance_logs_dir()):
         for p in sweep_stale_partials(root):
@@ -129,24 +127,25 @@ def action_run_harness(cli, settings) -> int:
     stamp = runner.timestamp()
     modes = ["PerformanceOnly", "AccuracyOnly"] if cli.get("test_mode") == "SubmissionRun" else \
         [cli.get("test_mode", "PerformanceOnly")]
+    jobs: dict[int, list] = {}       # settings index -> [(control, log_dir)]
+    seen: dict = {}
+    for i, s in enumerate(settings):  # before any work: an existing or shared run folder stops the invocation
+        for mode in modes:
+            control = RunControl.from_cli(cli, test_mode=mode)
+            d = runner.default_log_dir(s, mode, stamp, control.log_dir)
+            if d in seen:
+                raise HarnessError(f"{s.benchmark} {s.scenario} config_ver {s.config_ver} and config_ver {seen[d]} "
+                                   f"would write the same folder {d}", "run the config_vers in separate invocations")
+            seen[d] = s.config_ver
+            runner.refuse_existing(d, control)
+            jobs.setdefault(i, []).append((control, d))
     metas = []
     root = None
-    plan = [(s, RunControl.from_cli(cli, test_mode=m)) for s in settings for m in modes]
-    seen: dict = {}
-    for s, control in plan:          # before any work: an existing or shared run folder stops the invocation
-        d = runner.default_log_dir(s, control.test_mode, stamp, control.log_dir)
-        if d in seen:
-            raise HarnessError(f"{s.benchmark} {s.scenario} config_ver {s.config_ver} and config_ver {seen[d]} would "
-                               f"write the same folder {d}", "run the config_vers in separate invocations")
-        seen[d] = s.config_ver
-        runner.refuse_existing(d, control)
-    for s in settings:
+    for i, s in enumerate(settings):
         for n in s.notes:
             print(f"[run_harness] note: {n}")
         engines = _bench(s).generate_engines()   # once, before the timed child starts; the child gets the paths
-        for mode in modes:
-            control = RunControl.from_cli(cli, test_mode=mode)
-            log_dir = runner.default_log_dir(s, mode, stamp, control.log_dir)
+        for control, log_dir in jobs[i]:
             root = log_dir.parents[3]
             metas.append(runner.run_one(s, control, log_dir, engines))
     if root is not None:

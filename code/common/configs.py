@@ -34,6 +34,11 @@ def config_path(bench: str, scenario: str) -> Path:
     return paths.configs_dir() / bench / scenario / "config.json"
 
 
+def _rel(path: Path) -> Path:
+    """``path`` relative to the repository when it lies inside it (for notes and value sources)."""
+    return path.relative_to(paths.REPO_ROOT) if path.is_relative_to(paths.REPO_ROOT) else path
+
+
 def _line_of(text: str, key: str, after: int = 0) -> int | None:
     m = re.compile(r'"' + re.escape(key) + r'"\s*:').search(text, after)
     return text.count("\n", 0, m.start()) + 1 if m else None
@@ -141,8 +146,7 @@ def pick_block(blocks: dict, system, scenario: str, path: Path) -> tuple[str, in
         return "default", 1, None
     for name, kind in ((f"{system.class_id}x1", "one-GPU"), (system.arch, f"{system.arch} architecture")):
         if name in blocks:
-            note = (f"{path.relative_to(paths.REPO_ROOT) if path.is_relative_to(paths.REPO_ROOT) else path}: no block for "
-                    f"{system.system_id}; using the {kind} block '{name}'")
+            note = f"{_rel(path)}: no block for {system.system_id}; using the {kind} block '{name}'"
             return name, 1, note
     raise HarnessError(f"{path}: no block for system '{system.system_id}', '{system.class_id}x1' or its "
                        f"architecture '{system.arch}'",
@@ -177,7 +181,7 @@ def resolve(spec: BenchmarkSpec, scenario: str, system, reg: Registry, cli: dict
     chain = block_chain(blocks, block, path)
     found_ver = config_ver == "default"
     variant = cli.get("model_variant", "reference")
-    rel = path.relative_to(paths.REPO_ROOT) if path.is_relative_to(paths.REPO_ROOT) else path
+    rel = _rel(path)
     for name in reversed(chain):              # plain values: default first, most specific last
         for k, v in blocks[name].items():
             if k not in META_KEYS:
