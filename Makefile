@@ -57,12 +57,13 @@ preprocess_data: venv
 generate_engines: venv
 	$(MAIN) --action=generate_engines $(ROUND_ARG) $(RUN_ARGS)
 
+# prints this invocation's result table itself (never an earlier run's)
 run_harness: venv
-	@$(MAIN) --action=run_harness $(ROUND_ARG) $(RUN_ARGS); rc=$$?; if [ $$rc -ne 2 ]; then $(PY) scripts/print_harness_result.py || true; fi; exit $$rc
+	@$(MAIN) --action=run_harness $(ROUND_ARG) $(RUN_ARGS)
 
 # NVIDIA's `make run` (generate_engines, then run_harness) as one step, so RUN_ARGS meant for either is accepted
 run: venv
-	@$(MAIN) --action=run $(ROUND_ARG) $(RUN_ARGS); rc=$$?; if [ $$rc -ne 2 ]; then $(PY) scripts/print_harness_result.py || true; fi; exit $$rc
+	@$(MAIN) --action=run $(ROUND_ARG) $(RUN_ARGS)
 
 run_audit_harness: venv
 	$(MAIN) --action=run_audit_harness $(ROUND_ARG) $(RUN_ARGS)

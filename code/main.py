@@ -25,8 +25,12 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
         return cli, []
     names = cli.get("benchmarks") or ()
     if not names:
-        raise HarnessError("no benchmark given", "add --benchmarks=resnet50 to RUN_ARGS (make run_harness "
-                           "RUN_ARGS=\"--benchmarks=resnet50\"), or BENCHMARKS=resnet50 for the data targets")
+        from code.common.fields import DATA
+
+        # the data targets and `make info` take BENCHMARKS=; the others read only RUN_ARGS
+        raise HarnessError("no benchmark given",
+                           f"make {action} BENCHMARKS=resnet50" if action in DATA + ("info",) else
+                           f"make {action} RUN_ARGS=\"--benchmarks=resnet50\" (or --benchmarks=all)")
     specs = list(B.all_specs()) if ALL in names else []
     for n in names:
         if n != ALL and (s := B.resolve(n)) not in specs:
@@ -110,8 +114,11 @@ def main(argv: list[str] | None = None) -> int:
 def _plan_and_dispatch(argv: list[str]) -> int:
     from code.common import actions
 
+    from code.common.engines import rebuilding
+
     cli, settings = plan(argv)
-    return actions.dispatch(cli.get("action", "run_harness"), cli, settings) or 0
+    with rebuilding(cli.get("force_rebuild", False)):
+        return actions.dispatch(cli.get("action", "run_harness"), cli, settings) or 0
 
 
 if __name__ == "__main__":

@@ -150,7 +150,8 @@ def action_run_harness(cli, settings) -> int:
             metas.append(runner.run_one(s, control, log_dir, engines))
     if root is not None:
         results.set_latest(root)
-        print(f"[run_harness] logs in {root}; table: python scripts/print_harness_result.py {root}")
+        print(f"\nResults of this invocation ({root}; again: python scripts/print_harness_result.py {root})")
+        print(results.table(metas))   # this invocation's records only, never an earlier run's
     failed = [m for m in metas if m["status"] != "ok"]
     for m in failed:
         print(f"error: {m['benchmark']} {m['scenario']} {m['test_mode']}: {m['error']}\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from code.common.errors import HarnessError, did_you_mean, nearest
-from code.common.fields import ALL, Field, Registry
+from code.common.fields import ALL, Field, Registry, parse_list
 from code.common.scenarios import NAMES as SCENARIOS
 
 
@@ -41,6 +41,9 @@ def parse_argv(argv: Sequence[str], reg: Registry) -> dict[str, Any]:
             out[f.name] = f.coerce(val)
         except ValueError as e:
             raise HarnessError(f"bad value for --{f.name}: {e}", _fix_for(f)) from None
+        if out[f.name] == () and f.parse is parse_list:   # `--scenarios=` is a typo, not "all"
+            raise HarnessError(f"--{f.name} is empty", f"give it one or more values (--{f.name}=<a,b>), "
+                               f"or drop --{f.name}" + (" to use its default" if f.default != () else ""))
         raw[f.name] = str(val)
     return out
 

@@ -33,6 +33,12 @@ class BenchmarkSpec:
     # keyed by this package name.
 
 
+def make_fix(benchmark: str, action: str, variant: str = "reference") -> str:
+    """The make command that produces what ``action`` produces, for this benchmark and model variant
+    (every fix line for missing data or models names the variant, or it would fix the wrong files)."""
+    return f"make {action} BENCHMARKS={benchmark}" + (" MODEL_VARIANT=tiny" if variant == "tiny" else "")
+
+
 class QSL(abc.ABC):
     """Query sample library. ``load``/``unload`` are called by LoadGen on its own thread."""
 
@@ -73,6 +79,10 @@ class Benchmark(abc.ABC):
 
     def __init__(self, settings: "RunSettings"):
         self.settings = settings
+
+    def fix(self, action: str) -> str:
+        """``make <action> BENCHMARKS=<this> [MODEL_VARIANT=tiny]``: see make_fix."""
+        return make_fix(self.spec.name, action, self.settings.model_variant)
 
     # --- data and model -----------------------------------------------------------------
     @abc.abstractmethod

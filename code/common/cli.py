@@ -6,7 +6,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from code.common.errors import HarnessError
+from code.common.errors import HarnessError, from_os_error
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -29,10 +29,21 @@ def guarded(fn: Callable[..., Any], *args, interrupted: str = "interrupted", **k
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         return 130
+    except OSError as e:             # a full disk, a read-only folder: the environment, not a bug
+        he = from_os_error(e)
+        if he is None:
+            return _internal(e)
+        print(he.render(), file=sys.stderr)
+        return he.exit_code
     except Exception as e:  # noqa: BLE001 - never a traceback for the user
-        if os.environ.get("MLPERF_DEBUG"):
-            raise
-        print(f"error: internal error: {type(e).__name__}: {e}\n  fix: rerun with MLPERF_DEBUG=1 for the traceback "
-              "and report it", file=sys.stderr)
-        return 1
+        return _internal(e)
     return rc if isinstance(rc, int) else 0
+
+
+def _internal(e: Exception) -> int:
+    """Anything else is a bug: one line saying so (MLPERF_DEBUG=1 re-raises for the traceback)."""
+    if os.environ.get("MLPERF_DEBUG"):
+        raise e
+    print(f"error: internal error: {type(e).__name__}: {e}\n  fix: rerun with MLPERF_DEBUG=1 for the traceback "
+          "and report it", file=sys.stderr)
+    return 1

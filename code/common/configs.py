@@ -44,19 +44,45 @@ def _line_of(text: str, key: str, after: int = 0) -> int | None:
     return text.count("\n", 0, m.start()) + 1 if m else None
 
 
+def _no_duplicates(path: Path, text: str):
+    """object_pairs_hook for json.loads: a key given twice in one object is an error (json would keep
+    the last one silently)."""
+    def hook(pairs):
+        out = {}
+        for k, v in pairs:
+            if k in out:
+                lines = [n for n, ln in enumerate(text.splitlines(), 1) if re.search(r'"' + re.escape(k) + r'"\s*:', ln)]
+                where = f"{path}:{lines[1]}" if len(lines) > 1 else str(path)
+                raise HarnessError(f"{where}: key '{k}' given twice in one block (JSON keeps only the last)",
+                                   f"keep one '{k}' in {path}")
+            out[k] = v
+        return out
+    return hook
+
+
 def load_file(path: Path) -> tuple[dict, str]:
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise HarnessError(f"{path}: config file missing",
                            "create it with at least {\"default\": {}} (see configs/resnet50/Offline/config.json)") from None
+    except UnicodeDecodeError as e:
+        raise HarnessError(f"{path}: not UTF-8 text (byte {e.start})", f"save {path} as UTF-8 JSON") from None
+    except OSError as e:     # a folder, no permission, ...
+        raise HarnessError(f"{path}: cannot read the config file: {e.strerror}",
+                           f"make {path} a readable JSON file (see configs/resnet50/Offline/config.json)") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_no_duplicates(path, text))
     except json.JSONDecodeError as e:
         raise HarnessError(f"{path}:{e.lineno}: bad JSON: {e.msg} (column {e.colno})", f"fix the JSON syntax in {path}") from None
     if not isinstance(data, dict) or "default" not in data or not all(isinstance(v, dict) for v in data.values()):
         raise HarnessError(f"{path}: expected an object of blocks with a \"default\" block",
                            "see configs/resnet50/Offline/config.json for the shape")
+    if "extends" in data["default"]:
+        line = _line_of(text, "extends", text.find('"default"'))
+        raise HarnessError(f"{path}:{line}: the \"default\" block cannot extend another block (every chain "
+                           "ends at \"default\")",
+                           f"remove 'extends' from the default block in {path}")
     return data, text
 
 
@@ -90,6 +116,8 @@ def validate_file(path: Path, reg: Registry, scenario: str, bench: str) -> dict:
                     raise HarnessError(f"{path}: [{block}] {vk}.{ver} must be an object", f"fix {path}")
                 typed[block][vk][ver] = {k: _typed(path, text, pos, f"{block}.{vk}.{ver}", k, v, reg, scenario, bench)
                                          for k, v in over.items()}
+    for block in typed:            # every block, not only this system's: a broken one fails on every machine
+        block_chain(typed, block, path)
     return typed
 
 

@@ -184,6 +184,9 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("force", parse_bool, False, "Run even when the requested rate is far beyond what this system's config "
           "expects (the run would generate far more queries than the system can serve in its duration).",
           flag_value=True, config=False, actions=ENGINE_AND_RUN + ("info",), control=True),
+    Field("force_rebuild", parse_bool, False, "Build every engine this invocation uses again, even when the cache "
+          "holds an intact one built from the same model and settings.", flag_value=True, config=False,
+          actions=ENGINE_AND_RUN, control=True),
     Field("use_cached_responses", parse_bool, False, "TEST ONLY: cache responses per sample (makes TEST04 fail).",
           flag_value=True, config=False, actions=RUN, control=True),
     # --- workload (RunSettings) ---

@@ -95,6 +95,10 @@ def staged_path(final: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         if tmp.exists():
             _share(tmp)
         os.replace(tmp, final)
+    except OSError as e:         # a failed write or close names no file: name the one being written
+        if not e.filename:
+            e.filename = str(final)
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -146,6 +150,32 @@ def read_json(path: str | os.PathLike, fix: str, expect: type = dict):
     if not isinstance(obj, expect):
         raise HarnessError(f"{path}: expected a JSON {expect.__name__}, found a {type(obj).__name__}", fix)
     return obj
+
+
+def load_array(path: str | os.PathLike, fix: str, *, dtype=None, shape: tuple | None = None,
+               mmap: bool = False):
+    """np.load a preprocessed array and check it: a missing, truncated or non-.npy file, the wrong
+    dtype, or the wrong shape (``shape`` entries of None match any length) is a one-line error naming
+    the file, with ``fix`` (the make command that rewrites it); exit 3."""
+    import numpy as np
+
+    from code.common.errors import MissingDataError
+
+    path = Path(path)
+    if not path.is_file():
+        raise MissingDataError(f"preprocessed data not found: {path}", fix)
+    try:
+        a = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:    # truncated, not .npy, a pickled object array
+        raise MissingDataError(f"{path}: not a readable .npy array ({str(e).splitlines()[0][:120]})", fix) from None
+    if not isinstance(a, np.ndarray):
+        raise MissingDataError(f"{path}: holds an archive, not one array", fix)
+    if dtype is not None and a.dtype != np.dtype(dtype):
+        raise MissingDataError(f"{path}: dtype {a.dtype}, expected {np.dtype(dtype)}", fix)
+    if shape is not None and (a.ndim != len(shape) or any(w is not None and w != n for w, n in zip(shape, a.shape))):
+        want = "(" + ", ".join("N" if w is None else str(w) for w in shape) + ")"
+        raise MissingDataError(f"{path}: shape {a.shape}, expected {want}", fix)
+    return a
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:

@@ -35,19 +35,23 @@ def main(request_path: str) -> int:
     try:
         run(req, stage, result)
     except BaseException as e:  # reported as data; the parent turns it into a one-line error
-        from code.common.errors import HarnessError
+        from code.common.errors import HarnessError, from_os_error
 
+        if isinstance(e, OSError) and from_os_error(e) is not None:   # a full disk, a read-only folder
+            e = from_os_error(e)
         if isinstance(e, HarnessError):   # a user error: keep its cause, fix command and exit code
             result["error"], result["error_fix"], result["error_exit_code"] = e.cause, e.fix, e.exit_code
         else:
             result["error"] = f"{type(e).__name__}: {e}"
-        (stage / "child_traceback.txt").write_text(traceback.format_exc())
+        try:
+            (stage / "child_traceback.txt").write_text(traceback.format_exc())
+        except OSError:                   # a full disk: the result below says what failed
+            pass
     try:
         from code.common.fileio import write_json
 
         write_json(stage / "child_result.json", result)      # staged: never half-written
-    except OSError as e:                                     # full disk: the parent reports the exit code
-        print(f"[child] cannot write child_result.json: {e}", file=sys.stderr)
+    except OSError:              # a full disk: the parent sees no result and says why (code.common.errors.disk_full)
         return 1
     return 0
 
@@ -59,7 +63,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
     from code.common.benchmarks import implementation, resolve
     from code.common.runner import system_from_json
     from code.common.settings import RunControl, RunSettings
-    from code.common.sut import BatchingSUT, CachingProcessor, NullProcessor
+    from code.common.sut import BatchingSUT, CachingProcessor, NullProcessor, pending_bound
 
     spec = resolve(req["settings"]["benchmark"])
     settings = RunSettings.from_json(req["settings"], spec, system_from_json(req["system"]))
@@ -89,12 +93,18 @@ def run(req: dict, stage: Path, result: dict) -> None:
     t0 = time.time()
     qsl_impl = bench.make_qsl()
     if control.null_processor:
-        procs = [NullProcessor(settings.batch_size() if not isinstance(settings.gpu_batch_size, dict) else 1)]
+        bs = settings.batch_size() if not isinstance(settings.gpu_batch_size, dict) else 1
+        procs = [NullProcessor(bs, control.null_service_ms / 1000) for _ in bench.workers()]
     else:
         procs = bench.make_processors(qsl_impl, engines)
         if control.use_cached_responses:
             procs = [CachingProcessor(p) for p in procs]
-    sut_impl = BatchingSUT(lg, scenarios.get(settings.scenario).dispatch, procs, bench.batch_timeout_s())
+    dispatch = scenarios.get(settings.scenario).dispatch
+    max_pending = 0
+    if dispatch == "batcher":     # the effective target and bound, after user.conf and mlperf.conf
+        max_pending = pending_bound(ts.server_target_qps, ts.server_target_latency_ns / 1e9,
+                                    max(1, procs[0].batch_size), len(procs))
+    sut_impl = BatchingSUT(lg, dispatch, procs, bench.batch_timeout_s(), max_pending=max_pending)
     sut_impl.start()
     if control.verbose:
         print(f"[child] set-up {time.time() - t0:.1f}s; {len(procs)} worker(s), batch {sut_impl.batch_size}", flush=True)
@@ -113,6 +123,9 @@ def run(req: dict, stage: Path, result: dict) -> None:
     lg.DestroyQSL(qsl)
     lg.DestroySUT(sut)
     result["completed_samples"] = sut_impl.completed
+    if sut_impl.overload is not None:
+        result["overload"] = {**sut_impl.overload, "shed": sut_impl.shed,
+                              "target_qps": ts.server_target_qps}
     if sut_impl.errors:
         e = sut_impl.errors[0]
         raise RuntimeError(f"{len(sut_impl.errors)} batch(es) failed; first: {type(e).__name__}: {e}")

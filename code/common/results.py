@@ -56,6 +56,8 @@ def table(records: Iterable[dict]) -> str:
             note.append(m["audit_test"])
         if m.get("error"):
             note.append(m["error"][:80])
+        for why in m.get("invalid_reasons") or ():
+            note.append(why.split(";")[0][:100])
         result = m.get("result_validity") or "-" if m.get("status") == "ok" else "ERROR"
         rows.append((m.get("system_name", "?"), m.get("benchmark", "?"), m.get("scenario", "?"),
                      m.get("test_mode", "?").replace("Only", ""), result,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from code.common import paths, scenarios
-from code.common.errors import HarnessError
+from code.common.errors import HarnessError, disk_full
 from code.common.fileio import clean_stale_partials, make_stage_dir, write_json, write_text
 from code.common.loadgen_logs import summarize
 from code.common.settings import RunControl, RunSettings
@@ -150,32 +150,38 @@ def run_one(settings: RunSettings, control: RunControl, log_dir: str | Path, eng
     log_dir.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_partials(log_dir.parent)
     stage = make_stage_dir(log_dir)
+    try:
+        meta = _run_staged(settings, control, log_dir, stage, engines, audit_config)
+    except BaseException:              # Ctrl-C, a full disk, a bug: never leave a half-written run behind
+        import shutil
+
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return meta
+
+
+def _run_staged(settings: RunSettings, control: RunControl, log_dir: Path, stage: Path, engines: Mapping[str, str],
+                audit_config: str | None) -> dict[str, Any]:
     started = dt.datetime.now().astimezone()
     t0 = time.time()
     conf = user_conf_text(settings, control)
     request = {"settings": settings.to_json(), "system": system_to_json(settings.system),
                "control": control.to_json(), "engines": dict(engines), "audit": audit_config is not None}
+    write_text(stage / "user.conf", conf)
+    write_json(stage / "settings.json", {"requested": settings.to_json(), "control": control.to_json()})
+    write_json(stage / "request.json", request)
+    if audit_config is not None:
+        write_text(stage / "audit.config", audit_config)
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env["PYTHONPATH"] = str(paths.REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-m", "code.common.harness_child", str(stage / "request.json")],
+                            cwd=stage, env=env, preexec_fn=_death_signal_hook())
     try:
-        write_text(stage / "user.conf", conf)
-        write_json(stage / "settings.json", {"requested": settings.to_json(), "control": control.to_json()})
-        write_json(stage / "request.json", request)
-        if audit_config is not None:
-            write_text(stage / "audit.config", audit_config)
-        env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        env["PYTHONPATH"] = str(paths.REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        proc = subprocess.Popen([sys.executable, "-m", "code.common.harness_child", str(stage / "request.json")],
-                                cwd=stage, env=env, preexec_fn=_death_signal_hook())
-        try:
-            rc = proc.wait()
-        finally:
-            _stop(proc)
-            (stage / "audit.config").unlink(missing_ok=True)   # never left behind, even on failure
-    except BaseException:
-        import shutil
-
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
+        rc = proc.wait()
+    finally:
+        _stop(proc)
+        (stage / "audit.config").unlink(missing_ok=True)   # never left behind, even on failure
     child = {}
     try:
         child = json.loads((stage / "child_result.json").read_text())
@@ -186,6 +192,9 @@ def run_one(settings: RunSettings, control: RunControl, log_dir: str | Path, eng
     err = child.get("error")
     if rc != 0 and not err:
         err = child_exit_reason(rc)
+        full = disk_full(stage, log_dir)
+        if full is not None:                # the child could not write its result: say why
+            raise full
     meta = build_metadata(settings, control, stage, conf, child, err, started, time.time() - t0)
     meta["log_dir"] = str(log_dir)
     write_json(stage / "metadata.json", meta)
@@ -222,6 +231,16 @@ def _claim(stage: Path, log_dir: Path) -> Path:
     raise HarnessError(f"no free folder name beside {log_dir}", "clean up build/logs")
 
 
+def overload_reason(o: dict, s: RunSettings) -> str:
+    """One line: how far behind the SUT fell, what it was serving, and the rerun that fixes it."""
+    served = o.get("served_per_s") or 0
+    suggest = f"--server_target_qps={served * 0.9:.3g}" if served else "a lower --server_target_qps"
+    return (f"SUT overloaded: {o['pending']} samples were waiting (limit {o['max_pending']}) {o['at_s']:g}s into "
+            f"the run at target {o.get('target_qps', 0):g} QPS while it served {served:g} samples/s; the other "
+            f"{o.get('shed', 0)} samples were answered empty to keep memory bounded. Rerun with {suggest} "
+            f"(make run_harness RUN_ARGS=\"--benchmarks={s.benchmark} --scenarios={s.scenario} {suggest}\")")
+
+
 def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, child: dict, err: str | None,
                    started, wall: float) -> dict[str, Any]:
     test_mode = control.test_mode
@@ -234,6 +253,11 @@ def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, 
         ok = err is None and lg["result_validity"] is not None
         if err is None and lg["result_validity"] is None:
             err = "LoadGen wrote no result (see mlperf_log_detail.txt)"
+    invalid_reasons = []
+    overload = child.get("overload")
+    if overload:           # the SUT shed samples: INVALID whatever LoadGen's summary says
+        lg["result_validity"], lg["valid"] = "INVALID", False
+        invalid_reasons.append(overload_reason(overload, s))
     return {
         "schema": 2,
         "benchmark": s.benchmark, "log_name": s.log_name, "loadgen_model": s.spec.loadgen_model,
@@ -250,6 +274,7 @@ def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, 
         "metric": lg["metric"], "metric_value": lg["metric_value"], "metric_unit": lg["metric_unit"],
         "early_stopping": lg["early_stopping"], "loadgen_errors": lg["loadgen_errors"],
         "loadgen_warnings": lg["loadgen_warnings"], "effective": lg["effective"], "results": lg["results"],
+        "invalid_reasons": invalid_reasons, "overload": overload,
         "accuracy": child.get("accuracy"),
         "completed_samples": child.get("completed_samples"),
         "engines": child.get("engines", {}),

@@ -121,7 +121,7 @@ def _why_not_performance(run: Run) -> str | None:
     m = run.meta
     if m.get("status") == "ok" and not m.get("audit_test") and (m.get("result_validity") != "VALID"
                                                                   or not m.get("valid", False)):
-        lines = (m.get("early_stopping") or {}).get("lines") or []
+        lines = m.get("invalid_reasons") or (m.get("early_stopping") or {}).get("lines") or []
         extra = f" ({'; '.join(str(x) for x in lines[:2])})" if lines else ""
         return f"LoadGen result {m.get('result_validity') or 'unknown'}{extra}"
     why = _why_not(run, PERF_FILES, ", not a submission run")

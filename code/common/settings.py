@@ -29,6 +29,8 @@ class RunControl:
     overwrite: bool = False                # replace an existing run folder (audits replace theirs)
     use_cached_responses: bool = False     # TEST ONLY: the cheating SUT TEST04 exists to catch
     null_processor: bool = False           # benchmarks of the harness itself: no model work
+    null_service_ms: float = 0.0           # with null_processor: each batch sleeps this long (a known service rate)
+    force_rebuild: bool = False            # engines are built again (code.common.engines.rebuilding)
 
     @classmethod
     def from_cli(cls, cli: Mapping[str, Any], **over) -> "RunControl":

@@ -17,10 +17,18 @@ Threading contract:
   inline reaches ~100k.)
 - Response memory: the numpy arrays returned by ``Processor.process`` stay referenced until
   ``QuerySamplesComplete`` returns (LoadGen copies the bytes it logs before returning).
+
+Overload (Server): the pending deque is bounded by ``max_pending`` (``pending_bound``). A SUT that
+falls that far behind cannot meet the latency bound, so rather than queue without limit (memory
+grows with the target QPS) it records ``overload`` (when, how far behind, the rate it was serving)
+and from then on answers every pending and new sample at once with an empty response, so the run
+ends on time. Such a run is INVALID whatever LoadGen's summary says: the runner marks it so in
+metadata.json with the explanation, and staging refuses it.
 """
 from __future__ import annotations
 
 import collections
+import math
 import queue
 import threading
 import time
@@ -34,14 +42,26 @@ _STOP = object()
 
 
 class NullProcessor(Processor):
-    """Returns one byte per sample without computing: measures the harness's own overhead ceiling."""
+    """Returns one byte per sample without computing: measures the harness's own overhead ceiling.
+    ``service_s`` > 0 makes it a test backend with a known service rate: each batch sleeps that long
+    (batch_size / service_s samples/s per worker, whatever the CPU load)."""
 
-    def __init__(self, batch_size: int):
+    def __init__(self, batch_size: int, service_s: float = 0.0):
         self.batch_size = batch_size
+        self.service_s = service_s
         self._out = np.zeros(1, dtype=np.uint8)
 
     def process(self, indices: Sequence[int]) -> list[np.ndarray]:
+        if self.service_s:
+            time.sleep(self.service_s)
         return [self._out] * len(indices)
+
+
+def pending_bound(target_qps: float, latency_bound_s: float, batch_size: int, workers: int) -> int:
+    """Server: how many samples may wait for a worker before the SUT counts as overloaded: ten
+    latency bounds' worth of arrivals at the target rate, and never fewer than 256 or eight batches
+    per worker (short stalls on a busy machine are not overload)."""
+    return max(256, 8 * batch_size * workers, math.ceil(10 * target_qps * latency_bound_s))
 
 
 class CachingProcessor(Processor):
@@ -71,7 +91,8 @@ class CachingProcessor(Processor):
 class BatchingSUT:
     MODES = ("queue", "batcher", "inline")
 
-    def __init__(self, lg, dispatch: str, processors: list[Processor], batch_timeout_s: float = 0.002):
+    def __init__(self, lg, dispatch: str, processors: list[Processor], batch_timeout_s: float = 0.002,
+                 max_pending: int = 0):
         if dispatch not in self.MODES:
             raise ValueError(f"dispatch mode {dispatch!r} is not one of {self.MODES}")
         self.lg = lg
@@ -91,6 +112,10 @@ class BatchingSUT:
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
         self.completed = 0
+        self.max_pending = max_pending   # batcher mode: 0 = unbounded
+        self.overload: dict | None = None  # set once, when max_pending is exceeded
+        self.shed = 0                    # samples answered empty after the overload
+        self._t0: float | None = None   # batcher mode: when LoadGen issued the first sample
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -123,17 +148,26 @@ class BatchingSUT:
         if self.dispatch == "batcher":     # the hot path: no per-sample Python work here
             now = time.monotonic()
             with self._cv:
+                if self._t0 is None:
+                    self._t0 = now
                 pending = self._pending
-                pending.extend(samples)
-                if len(samples) == 1:
-                    self._arrivals.append(now)
+                if self.max_pending and (self.overload is not None or len(pending) + len(samples) > self.max_pending):
+                    shed = self._shed_locked(samples, now)
                 else:
-                    self._arrivals.extend([now] * len(samples))
-                # wake a worker only for a first sample, or all of them when a batch is full
-                if self._idle and len(pending) == len(samples):
-                    self._cv.notify()
-                elif len(pending) >= self.batch_size and self._filling:
-                    self._cv.notify_all()
+                    shed = None
+                    pending.extend(samples)
+                    if len(samples) == 1:
+                        self._arrivals.append(now)
+                    else:
+                        self._arrivals.extend([now] * len(samples))
+                    # wake a worker only for a first sample, or all of them when a batch is full
+                    if self._idle and len(pending) == len(samples):
+                        self._cv.notify()
+                    elif len(pending) >= self.batch_size and self._filling:
+                        self._cv.notify_all()
+            if shed:                           # overloaded: answered empty, outside the lock
+                lg = self.lg
+                lg.QuerySamplesComplete([lg.QuerySampleResponse(x.id, 0, 0) for x in shed])
             return
         items = [(s.id, s.index) for s in samples]
         if self.inline:
@@ -145,6 +179,24 @@ class BatchingSUT:
 
     def flush_queries(self) -> None:
         return None
+
+    def _shed_locked(self, samples, now: float) -> list:
+        """Called under _cv once max_pending is exceeded: record the overload the first time, and return
+        every pending and new sample for an empty answer (the caller completes them outside the lock)."""
+        if self.overload is None:
+            elapsed = max(now - (self._t0 or now), 1e-3)
+            self.overload = {"at_s": round(elapsed, 3), "pending": len(self._pending) + len(samples),
+                             "max_pending": self.max_pending, "completed": self.completed,
+                             "served_per_s": round(self.completed / elapsed, 3)}
+            print(f"[run] overloaded: {self.overload['pending']} samples waiting (limit {self.max_pending}) after "
+                  f"{elapsed:.1f}s, serving {self.overload['served_per_s']:g} samples/s; the rest of this run is "
+                  "answered empty and it is INVALID", flush=True)
+        out = list(self._pending)
+        self._pending.clear()
+        self._arrivals.clear()
+        out.extend(samples)
+        self.shed += len(out)
+        return out
 
     # --- internals ------------------------------------------------------------------------------
     def _run_batches(self, proc: Processor, items: list[tuple[int, int]]) -> None:

@@ -19,15 +19,19 @@ from code.common.errors import MissingDataError
 MEANS = np.array([123.68, 116.78, 103.94], dtype=np.float32).reshape(1, 3, 1, 1)
 
 
-def read_val_map(path: Path) -> tuple[list[str], np.ndarray]:
+def read_val_map(path: Path, fix: str = "make download_data BENCHMARKS=resnet50") -> tuple[list[str], np.ndarray]:
+    """``<file name> <label>`` per line; a missing file or a malformed line is an error with ``fix``."""
     if not path.exists():
-        raise MissingDataError(f"val_map not found: {path}", "make download_data BENCHMARKS=resnet50")
+        raise MissingDataError(f"val_map not found: {path}", fix)
     names, labels = [], []
-    for line in path.read_text().splitlines():
-        if line.strip():
-            n, lab = line.split()
-            names.append(n)
-            labels.append(int(lab))
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+            raise MissingDataError(f"{path}:{n}: expected '<image file> <label>', found {line[:60]!r}", fix)
+        names.append(parts[0])
+        labels.append(int(parts[1]))
     return names, np.array(labels, dtype=np.int64)
 
 
@@ -47,13 +51,15 @@ def preprocess_image(path: Path, crop: int) -> np.ndarray:
         return np.asarray(im, dtype=np.uint8).transpose(2, 0, 1)
 
 
-def preprocess_all(image_dir: Path, names: Sequence[str], crop: int, out_file: Path, log=print) -> None:
+def preprocess_all(image_dir: Path, names: Sequence[str], crop: int, out_file: Path, log=print,
+                   fix: str | None = None) -> None:
     from code.common.fileio import staged_path
 
     missing = [n for n in names[:10] if not (image_dir / n).exists()]
     if missing:
         raise MissingDataError(f"ImageNet images missing in {image_dir} (e.g. {missing[0]})",
-                               f"put the ILSVRC2012 validation JPEGs in {image_dir}, then make preprocess_data BENCHMARKS=resnet50")
+                               fix or f"put the ILSVRC2012 validation JPEGs in {image_dir}, then make preprocess_data "
+                               "BENCHMARKS=resnet50")
     with staged_path(out_file, suffix=".npy") as tmp:
         arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(len(names), 3, crop, crop))
         for i, n in enumerate(names):
@@ -71,11 +77,14 @@ class ImageNetQSL(QSL):
     afterwards and only reads.
     """
 
-    def __init__(self, images_file: Path, labels: np.ndarray, performance_count: int):
-        if not images_file.exists():
-            raise MissingDataError(f"preprocessed images not found: {images_file}",
-                                   "make preprocess_data BENCHMARKS=resnet50")
-        self.images = np.load(images_file, mmap_mode="r")
+    def __init__(self, images_file: Path, labels: np.ndarray, performance_count: int, crop: int,
+                 fix: str = "make preprocess_data BENCHMARKS=resnet50"):
+        from code.common.fileio import load_array
+
+        self.images = load_array(images_file, fix, dtype=np.uint8, shape=(None, 3, crop, crop), mmap=True)
+        if len(self.images) != len(labels):    # a stale or partial set would score against the wrong labels
+            raise MissingDataError(f"{images_file} holds {len(self.images)} images but the val_map lists "
+                                   f"{len(labels)}", fix)
         self.labels = labels
         self.total_count = len(self.images)
         self.performance_count = min(performance_count, self.total_count)

@@ -98,8 +98,9 @@ class ResNet50Benchmark(Benchmark):
         print(f"[download_data] {TINY_IMAGES} tiny images and {self.val_map}")
 
     def preprocess_data(self) -> None:
-        names, _ = read_val_map(self.val_map)
-        preprocess_all(self.image_dir, names, self.crop, self.preprocessed)
+        names, _ = read_val_map(self.val_map, self.fix("download_data"))
+        preprocess_all(self.image_dir, names, self.crop, self.preprocessed,
+                       fix=self.fix("download_data") if self.tiny else None)
         print(f"[preprocess_data] {len(names)} images -> {self.preprocessed}")
 
     # --- engines -----------------------------------------------------------------------------
@@ -115,21 +116,20 @@ class ResNet50Benchmark(Benchmark):
     def onnx_path(self) -> Path:
         p = self.model_dir / model.ONNX_NAME
         if not p.exists():
-            variant = " MODEL_VARIANT=tiny" if self.tiny else ""
-            raise MissingDataError(f"model not found: {p}", f"make download_model BENCHMARKS=resnet50{variant}")
+            raise MissingDataError(f"model not found: {p}", self.fix("download_model"))
         return p
 
     def generate_engines(self) -> dict[str, str]:
         s = self.settings
-        path = get_or_build(get_backend(s.backend), ModelSource(self.onnx_path), self.engine_spec(),
+        path = get_or_build(get_backend(s.backend), ModelSource(self.onnx_path, fix=self.fix("download_model")), self.engine_spec(),
                             system_id=s.system_id, benchmark="resnet50", scenario=s.scenario)
         return {"resnet50": str(path)}
 
     # --- run -------------------------------------------------------------------------------------
     def make_qsl(self) -> ImageNetQSL:
-        _, labels = read_val_map(self.val_map)
+        _, labels = read_val_map(self.val_map, self.fix("download_data"))
         perf = self.settings.performance_sample_count or 1024
-        self.qsl = ImageNetQSL(self.preprocessed, labels, perf)
+        self.qsl = ImageNetQSL(self.preprocessed, labels, perf, self.crop, self.fix("preprocess_data"))
         return self.qsl
 
     def make_processors(self, qsl, engines) -> list[Processor]:
@@ -141,7 +141,7 @@ class ResNet50Benchmark(Benchmark):
         return out
 
     def accuracy(self, accuracy_log: str, out_dir: str) -> dict:
-        _, labels = read_val_map(self.val_map)
+        _, labels = read_val_map(self.val_map, self.fix("download_data"))
         entry = self.settings.round_entry()
         return score(accuracy_log, labels, Path(out_dir) / "accuracy.txt", entry.accuracy_min["acc"], tiny=self.tiny)
 

@@ -21,17 +21,13 @@ from typing import Sequence
 
 import numpy as np
 
-from code.common.benchmark import QSL
+from code.common.benchmark import QSL, make_fix
 from code.common.errors import MissingDataError
-from code.common.fileio import staged_dir
+from code.common.fileio import load_array, read_json, staged_dir
 from code.sdxl.constants import LATENT_CHANNELS, LATENT_SEED, MAX_TOKENS, NEGATIVE_PROMPT
 
 PREPROCESSED_FILES = ("input_ids_1.npy", "input_ids_2.npy", "neg_ids_1.npy", "neg_ids_2.npy", "latents.npy",
                       "captions.json", "manifest.json")
-
-
-def _fix(action: str, variant: str) -> str:
-    return f"make {action} BENCHMARKS=sdxl" + (" MODEL_VARIANT=tiny" if variant == "tiny" else "")
 
 
 # --- raw data --------------------------------------------------------------------------------------
@@ -106,14 +102,14 @@ def preprocess(raw_dir: str | Path, out_dir: str | Path, tokenizers, *, variant:
     missing = [n for n in need if not (raw_dir / n).exists()]
     if missing:
         raise MissingDataError(f"missing {', '.join(missing)} in {raw_dir}",
-                               _fix("download_data", variant))
+                               make_fix("sdxl", "download_data", variant))
     rows = read_captions(raw_dir / "captions_source.tsv")
     captions = [r["caption"] for r in rows]
     latent = np.load(raw_dir / "latents.npy").astype(np.float32)
     if latent.shape != (1, LATENT_CHANNELS, latent_side, latent_side):
         raise MissingDataError(f"{raw_dir / 'latents.npy'} has shape {latent.shape}, expected "
                                f"(1, {LATENT_CHANNELS}, {latent_side}, {latent_side}) for --model_variant={variant}",
-                               _fix("download_data", variant))
+                               make_fix("sdxl", "download_data", variant))
     tok1, tok2 = tokenizers
     with staged_dir(out_dir) as tmp:
         np.save(tmp / "input_ids_1.npy", tokenize(tok1, captions))
@@ -143,16 +139,19 @@ class SDXLData:
         missing = [n for n in PREPROCESSED_FILES if not (pre_dir / n).exists()]
         if missing:
             raise MissingDataError(f"preprocessed SDXL data missing in {pre_dir} ({', '.join(missing)})",
-                                   _fix("preprocess_data", variant))
+                                   make_fix("sdxl", "preprocess_data", variant))
+        fix = make_fix("sdxl", "preprocess_data", variant)
         self.dir = pre_dir
-        self.manifest = json.loads((pre_dir / "manifest.json").read_text())
-        meta = json.loads((pre_dir / "captions.json").read_text())
-        n = len(meta["captions"]) if count <= 0 else min(count, len(meta["captions"]))
-        self.ids_1 = np.load(pre_dir / "input_ids_1.npy")[:n]
-        self.ids_2 = np.load(pre_dir / "input_ids_2.npy")[:n]
-        self.neg_1 = np.load(pre_dir / "neg_ids_1.npy")
-        self.neg_2 = np.load(pre_dir / "neg_ids_2.npy")
-        self.latent = np.load(pre_dir / "latents.npy")
+        self.manifest = read_json(pre_dir / "manifest.json", fix)
+        meta = read_json(pre_dir / "captions.json", fix)
+        total = len(meta.get("captions", ()))
+        n = total if count <= 0 else min(count, total)
+        ids = {name: load_array(pre_dir / name, fix, dtype=np.int32, shape=(rows, MAX_TOKENS))
+               for name, rows in (("input_ids_1.npy", total), ("input_ids_2.npy", total),
+                                  ("neg_ids_1.npy", 1), ("neg_ids_2.npy", 1))}
+        self.ids_1, self.ids_2 = ids["input_ids_1.npy"][:n], ids["input_ids_2.npy"][:n]
+        self.neg_1, self.neg_2 = ids["neg_ids_1.npy"], ids["neg_ids_2.npy"]
+        self.latent = load_array(pre_dir / "latents.npy", fix, dtype=np.float32, shape=(1, LATENT_CHANNELS, None, None))
         self.captions: list[str] = meta["captions"][:n]
         self.sample_ids: list[int] = [i for i in meta["sample_ids"] if i < n]
         for a in (self.ids_1, self.ids_2, self.neg_1, self.neg_2, self.latent):

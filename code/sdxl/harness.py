@@ -66,10 +66,6 @@ class SDXLBenchmark(Benchmark):
     def image_size(self) -> int:
         return IMAGE_SIZE[self.variant]
 
-    def _fix(self, action: str) -> str:
-        extra = " MODEL_VARIANT=tiny" if self.variant == "tiny" else ""
-        return f"make {action} BENCHMARKS=sdxl{extra}"
-
     def _require_pipeline(self) -> Path:
         complete = self.variant == "tiny" or (self.pipeline_dir / download.COMPLETE).exists()
         if model.is_pipeline_dir(self.pipeline_dir) and complete:
@@ -77,7 +73,7 @@ class SDXLBenchmark(Benchmark):
         if self.variant == "tiny":  # seeded and offline: build it rather than fail
             self.download_model()
             return self.pipeline_dir
-        raise MissingDataError(f"SDXL model not found in {self.pipeline_dir}", self._fix("download_model"))
+        raise MissingDataError(f"SDXL model not found in {self.pipeline_dir}", self.fix("download_model"))
 
     # --- data and model ------------------------------------------------------------------------------
     def download_model(self) -> None:
@@ -172,7 +168,7 @@ class SDXLBenchmark(Benchmark):
         that run torch modules; the backend picks."""
         pipe_dir = self._require_pipeline()
         return {c: ModelSource(functools.partial(self.onnx_path, c), "code.sdxl.torch_engines:component_module",
-                               pipe_dir / SUBFOLDER[c]) for c in COMPONENTS}
+                               pipe_dir / SUBFOLDER[c], fix=self.fix("download_model")) for c in COMPONENTS}
 
     def generate_engines(self) -> dict[str, str]:
         s = self.settings

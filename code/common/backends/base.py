@@ -51,11 +51,13 @@ class ModelSource:
 
     ``onnx``: returns the ONNX path, exporting it first if needed (called only when a backend wants
     ONNX). ``module_factory`` / ``module_dir``: an eager torch factory ("pkg.module:function") and the
-    folder it loads weights from, for backends that run torch modules directly."""
+    folder it loads weights from, for backends that run torch modules directly. ``fix``: the command
+    that fetches the model again."""
 
     onnx: Callable[[], str | Path]
     module_factory: str | None = None
     module_dir: str | Path | None = None
+    fix: str = ""              # the command that fetches the model again (a damaged model file's fix line)
 
 
 class Engine(abc.ABC):

@@ -153,18 +153,61 @@ def _memory_gb() -> float:
     return 0.0
 
 
+FAKE_SHAPE = ('{"gpus": [{"name": "NVIDIA H200", "pci_id": "0x233510DE", "memory_mb": 143771}], '
+              '"cpu": {"vendor": "AuthenticAMD", "model_name": "AMD EPYC 9654", "cores": 96}, "memory_gb": 2048}')
+
+
 def _injected() -> dict | None:
+    """MLPERF_FAKE_SYSTEM, checked against the shape above: a wrong shape is a one-line error."""
     raw = os.environ.get("MLPERF_FAKE_SYSTEM")
     if not raw:
         return None
     from code.common.errors import HarnessError
 
+    fix = f"unset MLPERF_FAKE_SYSTEM, or give it JSON (or a JSON file) like {FAKE_SHAPE}"
     try:
-        text = Path(raw).read_text() if not raw.lstrip().startswith("{") else raw
-        return json.loads(text)
+        text = raw if raw.lstrip()[:1] in ("{", "[") else Path(raw).read_text()
+        inj = json.loads(text)
     except (OSError, ValueError) as e:
-        raise HarnessError(f"MLPERF_FAKE_SYSTEM is not valid JSON or a readable JSON file: {e}",
-                           "unset MLPERF_FAKE_SYSTEM, or fix its JSON") from None
+        raise HarnessError(f"MLPERF_FAKE_SYSTEM is not valid JSON or a readable JSON file: {e}", fix) from None
+
+    def bad(what: str):
+        return HarnessError(f"MLPERF_FAKE_SYSTEM: {what}", fix)
+
+    if not isinstance(inj, dict):
+        raise bad(f"expected a JSON object, found a {type(inj).__name__}")
+    for k in inj:
+        if k not in ("gpus", "cpu", "memory_gb"):
+            raise bad(f"unknown key '{k}' (keys: gpus, cpu, memory_gb)")
+    _check_records(inj.get("gpus", []), GPUInfo, "gpus", bad, as_list=True)
+    if "cpu" in inj:
+        _check_records(inj["cpu"], CPUInfo, "cpu", bad, as_list=False)
+    if "memory_gb" in inj and (isinstance(inj["memory_gb"], bool) or not isinstance(inj["memory_gb"], (int, float))):
+        raise bad(f"memory_gb must be a number, found {json.dumps(inj['memory_gb'])}")
+    return inj
+
+
+def _check_records(value, cls, key: str, bad, as_list: bool) -> None:
+    """Each record holds the dataclass's required fields, no others, each of its declared type."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    required = [f.name for f in fields.values() if f.default is dataclasses.MISSING]
+    types = {"str": str, "int": int}
+    records = value if as_list else [value]
+    if as_list and not isinstance(value, list):
+        raise bad(f"'{key}' must be a list of objects, found {json.dumps(value)}")
+    for i, r in enumerate(records):
+        where = f"{key}[{i}]" if as_list else key
+        if not isinstance(r, dict):
+            raise bad(f"'{where}' must be an object, found {json.dumps(r)}")
+        for k, v in r.items():
+            if k not in fields:
+                raise bad(f"'{where}' has unknown key '{k}' (keys: {', '.join(fields)})")
+            want = types.get(str(fields[k].type), str)
+            if isinstance(v, bool) or not isinstance(v, want):
+                raise bad(f"'{where}.{k}' must be {'an integer' if want is int else 'a string'}, found {json.dumps(v)}")
+        missing = [k for k in required if k not in r]
+        if missing:
+            raise bad(f"'{where}' needs {', '.join(missing)}")
 
 
 def detect() -> SystemInfo:

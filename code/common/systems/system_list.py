@@ -69,26 +69,61 @@ class KnownSystems:
 
     @classmethod
     def gpu_classes(cls) -> list[SystemClass]:
+        """User entries (systems/known/*.json) first: they extend or override a built-in class (a
+        3-GPU H200 file wins over the built-in H200 class's counts)."""
         builtin = [v for v in vars(cls).values() if isinstance(v, SystemClass)]
-        return builtin + _user_classes()
+        return _user_classes() + builtin
 
     @classmethod
     def cpu_classes(cls) -> list[CPUClass]:
         return [v for v in vars(cls).values() if isinstance(v, CPUClass)]  # generic last (declaration order)
 
 
+ARCHS = ("Ampere", "Ada", "Hopper", "Blackwell")
+USER_KEYS = ("system_id", "gpu_names", "pci_ids", "arch", "counts", "description")
+
+
 def _user_classes() -> list[SystemClass]:
+    """systems/known/*.json, checked field by field (a string where a list belongs, a number where a
+    string belongs, or an empty id is an error naming the file and the key)."""
     out = []
     d = paths.systems_dir() / "known"
     for p in sorted(d.glob("*.json")) if d.is_dir() else []:
-        try:
-            j = json.loads(p.read_text())
-            out.append(SystemClass(j["system_id"], tuple(j.get("gpu_names", ())),
-                                   tuple(x.lower().replace("0x", "")[:4] for x in j.get("pci_ids", ())),
-                                   j.get("arch", "unknown"), tuple(int(c) for c in j["counts"])))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise HarnessError(f"{p}: not a valid system entry ({type(e).__name__}: {e})",
-                               f"fix {p}: it needs system_id, gpu_names, pci_ids, counts") from None
+        from code.common.fileio import read_json
+
+        fix = (f"fix {p}: {{\"system_id\": \"RTX-6000-Ada\", \"gpu_names\": [\"NVIDIA RTX 6000 Ada Generation\"], "
+               "\"pci_ids\": [\"0x26B1\"], \"arch\": \"Ada\", \"counts\": [1, 2]} (README 'Adding a system')")
+        j = read_json(p, fix)
+
+        def bad(key: str, want: str):
+            return HarnessError(f"{p}: '{key}' must be {want}, found {json.dumps(j.get(key))}", fix)
+
+        for k in j:
+            if k not in USER_KEYS:
+                from code.common.errors import did_you_mean
+
+                raise HarnessError(f"{p}: unknown key '{k}'{did_you_mean(k, USER_KEYS)}", fix)
+        sid = j.get("system_id")
+        if not isinstance(sid, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", sid):
+            raise bad("system_id", "a non-empty name of letters, digits, '-', '_' or '.'")
+        for key in ("gpu_names", "pci_ids"):
+            v = j.get(key, [])
+            if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
+                raise bad(key, "a list of strings")
+        if not j.get("gpu_names") and not j.get("pci_ids"):
+            raise HarnessError(f"{p}: needs 'gpu_names' or 'pci_ids' to match a GPU", fix)
+        for x in j.get("pci_ids", []):
+            if not re.fullmatch(r"(0x)?[0-9a-fA-F]{4}([0-9a-fA-F]{4})?", x.strip()):
+                raise bad("pci_ids", 'a list of PCI device ids such as "0x2335" or "0x233510DE"')
+        counts = j.get("counts")
+        if not isinstance(counts, list) or not counts or not all(type(c) is int and c >= 1 for c in counts):
+            raise bad("counts", "a list of GPU counts such as [1, 2, 4, 8]")
+        arch = j.get("arch", "unknown")
+        if arch != "unknown" and arch not in ARCHS:
+            raise bad("arch", f"one of {', '.join(ARCHS)}")
+        out.append(SystemClass(sid, tuple(j.get("gpu_names", ())),
+                               tuple(x.strip().lower().replace("0x", "")[:4] for x in j.get("pci_ids", ())),
+                               arch, tuple(counts)))
     return out
 
 
@@ -115,25 +150,44 @@ def match_system(info: SystemInfo, system_name: str | None = None) -> SystemMatc
     if system_name:
         return _forced(info, system_name)
     if info.gpus:
-        classes = KnownSystems.gpu_classes()
-        found = {next((c for c in classes if c.matches_gpu(g)), None) for g in info.gpus}
-        if None in found or len(found) != 1:
-            g = info.gpus[0] if None not in found else next(g for g in info.gpus
-                                                            if not any(c.matches_gpu(g) for c in classes))
-            raise HarnessError(f"system not found: {len(info.gpus)}x '{g.name}' (PCI {g.pci_id}) matches no "
-                               f"KnownSystems entry" + (" (mixed GPU types)" if len(found) > 1 and None not in found else ""),
-                               ADD_SYSTEM_HELP)
-        cls = found.pop()
-        n = len(info.gpus)
-        if n not in cls.counts:
-            raise HarnessError(f"system not found: {n}x {cls.system_id} (PCI {info.gpus[0].pci_id}) – KnownSystems "
-                               f"supports {cls.system_id} in counts {list(cls.counts)}", ADD_SYSTEM_HELP)
-        return SystemMatch(f"{cls.system_id}x{n}", cls.system_id, info, "gpu", cls.arch)
+        return _match_gpus(info)
     for c in KnownSystems.cpu_classes():
         if c.matches(info.cpu):
             return SystemMatch(f"{c.system_id}-{info.cpu.cores}c", c.system_id, info, "cpu", info.cpu.arch)
     raise HarnessError(f"system not found: CPU '{info.cpu.model_name}' [{info.cpu.vendor}, {info.cpu.arch}] "
                        f"matches no KnownSystems CPU class", ADD_SYSTEM_HELP)
+
+
+def _match_gpus(info: SystemInfo) -> SystemMatch:
+    """One GPU type, and a class (user entries first) that supports the GPU count."""
+    classes = KnownSystems.gpu_classes()
+    n = len(info.gpus)
+    kinds: dict[str, list] = {}                  # device id / name -> the GPUs of that kind
+    for g in info.gpus:
+        kinds.setdefault(g.device_id or _norm(g.name), []).append(g)
+    if len(kinds) > 1:
+        parts = []
+        for gs in kinds.values():
+            c = next((c for c in classes if c.matches_gpu(gs[0])), None)
+            parts.append(f"{len(gs)}x {c.system_id if c else repr(gs[0].name)}")
+        raise HarnessError(f"mixed GPU types: {' + '.join(parts)}; a system config is for one GPU type",
+                           "pick one type with CUDA_VISIBLE_DEVICES (e.g. CUDA_VISIBLE_DEVICES=0,1), "
+                           "or run on the CPU with CUDA_VISIBLE_DEVICES=\"\"")
+    g = info.gpus[0]
+    matching = [c for c in classes if c.matches_gpu(g)]
+    if not matching:
+        raise HarnessError(f"system not found: {n}x '{g.name}' (PCI {g.pci_id}) matches no KnownSystems entry",
+                           ADD_SYSTEM_HELP)
+    cls = next((c for c in matching if n in c.counts), None)
+    if cls is None:
+        c = matching[0]
+        raise HarnessError(f"system not found: {n}x {c.system_id} (PCI {g.pci_id}): KnownSystems supports "
+                           f"{c.system_id} in counts {list(c.counts)}",
+                           f"add {n} to \"counts\" in a systems/known/{c.system_id}.json entry "
+                           f"({{\"system_id\": \"{c.system_id}\", \"pci_ids\": [\"0x{g.device_id}\"], "
+                           f"\"arch\": \"{c.arch}\", \"counts\": [{n}]}}), then add a \"{c.system_id}x{n}\" config block "
+                           f"if you want values other than the one-GPU block's")
+    return SystemMatch(f"{cls.system_id}x{n}", cls.system_id, info, "gpu", cls.arch)
 
 
 def known_ids() -> list[str]:

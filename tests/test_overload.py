@@ -1,0 +1,58 @@
+"""Server overload is bounded: a SUT far slower than the target QPS turns into an INVALID result with
+the reason and the rate to rerun at, in about the run's duration and with bounded memory, never an
+unbounded queue (issue 8, item 2). The test backend sleeps per batch, so its service rate is known
+whatever the machine's speed or load."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from code.common.sut import pending_bound
+
+
+def test_pending_bound_scales_with_rate_and_latency():
+    assert pending_bound(10, 0.015, 1, 1) == 256                  # floor: short stalls are not overload
+    assert pending_bound(100000, 0.015, 64, 2) == 15000           # ten latency bounds of arrivals
+    assert pending_bound(1, 20.0, 8, 8) == 512                    # eight batches per worker
+
+
+@pytest.mark.timeout(300)
+def test_server_overload_is_invalid_with_the_rate_to_use(tiny_resnet, tmp_path):
+    from code.common.runner import run_one
+    from code.common.selection import _why_not_performance, Run
+    from code.common.settings import RunControl
+    from code.main import plan
+
+    service_ms, target = 20.0, 500.0                  # serves 50 samples/s; asked for 10x that
+    _, [s] = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Server", "--model_variant=tiny",
+                   "--min_duration=2000", "--min_query_count=1", f"--server_target_qps={target}",
+                   "--gpu_batch_size=1", "--force"])
+    t0 = time.time()
+    m = run_one(s, RunControl(null_processor=True, null_service_ms=service_ms), tmp_path / "run", {})
+    wall = time.time() - t0
+    assert m["status"] == "ok" and m["result_validity"] == "INVALID" and m["valid"] is False
+    o = m["overload"]
+    assert o["pending"] == o["max_pending"] + 1 == pending_bound(target, 0.015, 1, 1) + 1
+    assert o["shed"] > 0 and m["completed_samples"] < o["max_pending"]     # never queued past the bound
+    assert 0 < o["served_per_s"] <= 1000 / service_ms * 1.1               # what the SUT really served
+    [why] = m["invalid_reasons"]
+    assert "SUT overloaded" in why and f"--server_target_qps={o['served_per_s'] * 0.9:.3g}" in why
+    assert "make run_harness" in why
+    # ends near its min_duration (shed samples are answered at once), not after draining a backlog
+    assert wall < 2 + 120, wall
+    # staging refuses it, naming the reason
+    assert "SUT overloaded" in _why_not_performance(Run(tmp_path / "run", m))
+
+
+@pytest.mark.timeout(300)
+def test_server_within_capacity_is_not_shed(tiny_resnet, tmp_path):
+    """The same test backend at a fifth of its service rate: nothing shed, no overload recorded."""
+    from code.common.runner import run_one
+    from code.common.settings import RunControl
+    from code.main import plan
+
+    _, [s] = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Server", "--model_variant=tiny",
+                   "--min_duration=1000", "--min_query_count=1", "--server_target_qps=10", "--gpu_batch_size=1"])
+    m = run_one(s, RunControl(null_processor=True, null_service_ms=20.0), tmp_path / "run", {})
+    assert m["status"] == "ok" and m["overload"] is None and m["invalid_reasons"] == []
