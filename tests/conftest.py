@@ -13,6 +13,15 @@ REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
 
+def offline_samples(n: int) -> tuple[str, ...]:
+    """Offline sized by sample count, never by rate: LoadGen's one Offline query carries
+    max(min_query_count, expected QPS x min_duration) samples, so with a 1 ms min_duration and an
+    expected rate of 1 it carries ``n``, and lasts as long as this machine needs for ``n`` (a rate
+    set above the machine's speed made runs take minutes on a slow machine; one below it ended the
+    run before min_duration, INVALID)."""
+    return ("--min_duration=1", f"--min_query_count={n}", "--offline_expected_qps=1")
+
+
 def run_main(*args: str, env: dict | None = None, check: bool = False, timeout: int = 900) -> subprocess.CompletedProcess:
     """Run ``python -m code.main`` exactly as a user would; returns the completed process."""
     e = dict(os.environ)

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_main
+from tests.conftest import offline_samples, run_main
 
-# Offline sizes its one query from the expected QPS: set it above this CPU's speed so the run lasts
-# at least min_duration (an underestimate ends early and makes the reference run INVALID).
-SHORT = ("--min_duration=4000", "--min_query_count=64", "--offline_expected_qps=3000")
+# Sized by sample count (tests.conftest.offline_samples), never by an expected rate.
+SHORT = offline_samples(1024)
 BASE = ("--benchmarks=resnet50", "--model_variant=tiny", "--scenarios=Offline")
 
 

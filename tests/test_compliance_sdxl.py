@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_main
+from tests.conftest import offline_samples, run_main
 
 ARGS = ("--benchmarks=sdxl", "--model_variant=tiny", "--scenarios=Offline", "--sdxl_sample_count=64",
-        "--min_duration=3000", "--min_query_count=1", "--offline_expected_qps=40")
+        *offline_samples(64))
 
 
 @pytest.fixture(scope="module")

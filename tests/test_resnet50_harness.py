@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import metadata_under, run_main
+from tests.conftest import metadata_under, offline_samples, run_main
 
 SHORT = ("--min_duration=4000", "--min_query_count=64")
 
@@ -15,10 +15,10 @@ SHORT = ("--min_duration=4000", "--min_query_count=64")
 @pytest.fixture(scope="module")
 def perf_runs(tiny_resnet, tmp_path_factory) -> dict[str, dict]:
     logs = tmp_path_factory.mktemp("perf_logs")
-    # Offline sizes its single query from the expected QPS: above this CPU's speed, so it lasts >= min_duration
-    for scen, extra in (("Offline", ("--offline_expected_qps=3000",)), ("Server,SingleStream,MultiStream", ())):
+    # Offline by sample count (offline_samples), the others by duration and query count
+    for scen, args in (("Offline", offline_samples(2048)), ("Server,SingleStream,MultiStream", SHORT)):
         r = run_main("--action=run_harness", "--benchmarks=resnet50", "--model_variant=tiny", f"--scenarios={scen}",
-                     f"--log_dir={logs}", *SHORT, *extra, env=tiny_resnet)
+                     f"--log_dir={logs}", *args, env=tiny_resnet)
         assert r.returncode == 0, r.stdout + r.stderr
         # engines are resolved once per scenario, in the parent: one [engine] line each, none from the child
         runs = r.stdout.count("[run] resnet50")
@@ -64,7 +64,7 @@ def test_resnet50_metadata_is_complete(perf_runs):
     log = Path(m["log_dir"])
     for f in ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "user.conf", "settings.json", "metadata.json"):
         assert (log / f).exists(), f
-    assert "resnet50.Offline.min_duration = 4000" in (log / "user.conf").read_text()
+    assert "resnet50.Offline.min_query_count = 2048" in (log / "user.conf").read_text()
     assert not list(log.parent.glob("*.partial")), "a staging folder was left behind"
     assert not (log / "audit.config").exists()
 
@@ -131,9 +131,9 @@ def test_resnet50_offline_null_processor_through_loadgen(tiny_resnet, tmp_path):
     from code.main import plan
 
     _, settings = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--model_variant=tiny",
-                        "--min_duration=1000", "--min_query_count=1", "--offline_expected_qps=20000", "--force"])
+                        *offline_samples(20000)])
     m = run_one(settings[0], RunControl(null_processor=True), tmp_path / "null", {})
-    assert m["status"] == "ok" and m["metric_value"] > 2000
+    assert m["status"] == "ok" and m["result_validity"] == "VALID" and m["completed_samples"] == 20000
 
 
 def test_resnet50_older_round_runs_with_that_rounds_seeds(tiny_resnet, tmp_path):
@@ -144,7 +144,7 @@ def test_resnet50_older_round_runs_with_that_rounds_seeds(tiny_resnet, tmp_path)
     from code.main import plan
 
     _, [s] = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--model_variant=tiny",
-                   "--round=v5.1", "--min_duration=500", "--min_query_count=1", "--offline_expected_qps=2000"])
+                   "--round=v5.1", *offline_samples(512)])
     m = run_one(s, RunControl(null_processor=True), tmp_path / "v51", {})
     assert m["status"] == "ok" and m["round"] == "v5.1"
     for key, value in rounds.current("v5.1").seeds.items():

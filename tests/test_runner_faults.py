@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from code.common.fileio import clean_stale_partials, partial_prefix
-from tests.conftest import REPO
+from tests.conftest import REPO, offline_samples
 
 
 def _dead_pid() -> int:
@@ -121,7 +121,7 @@ def test_runner_never_replaces_an_earlier_run_without_overwrite(tiny_resnet, tmp
 
     assert len({timestamp() for _ in range(20)}) == 20          # same second, distinct run folders
     _, [s] = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--model_variant=tiny",
-                   "--min_duration=300", "--min_query_count=1", "--offline_expected_qps=2000"])
+                   *offline_samples(512)])
     d = tmp_path / "run"
     first = run_one(s, RunControl(null_processor=True), d, {})
     with pytest.raises(HarnessError, match="already holds") as e:
