@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 
-from tests.conftest import metadata_under, run_main
+from tests.conftest import metadata_under, offline_samples, run_main
 
 COMMON = ("--benchmarks=sdxl", "--model_variant=tiny")
 
@@ -51,7 +51,7 @@ def test_sdxl_Offline_AccuracyOnly(tiny_sdxl, tmp_path):
 
 
 def test_sdxl_Offline_PerformanceOnly(tiny_sdxl, tmp_path):
-    m = run(tiny_sdxl, tmp_path, "Offline", "PerformanceOnly", "--min_duration=3000")
+    m = run(tiny_sdxl, tmp_path, "Offline", "PerformanceOnly", *offline_samples(24))
     assert m["metric_value"] and m["metric_value"] > 0.5     # samples/s (about 6-8 on 2 cores)
     assert m["settings"]["gpu_batch_size"] == {"clip1": 8, "clip2": 8, "unet": 8, "vae": 8}
 

@@ -1,7 +1,6 @@
 """Run records (metadata.json) as data: finding them and printing the summary table."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterable
 
@@ -9,15 +8,16 @@ from code.common import paths
 
 
 def find_metadata(root: str | Path) -> list[dict]:
-    out = []
-    for p in sorted(Path(root).rglob("metadata.json")):
-        if any(part.endswith(".partial") for part in p.parts):
-            continue
-        try:
-            out.append(json.loads(p.read_text()))
-        except (OSError, ValueError):
-            continue
-    return out
+    """Every run record under ``root`` (code.common.selection.scan); an unreadable metadata.json is
+    named on stderr, never skipped silently."""
+    import sys
+
+    from code.common.selection import scan
+
+    runs, problems = scan([root])
+    for p in problems:
+        print(f"warning: skipped {p}", file=sys.stderr)
+    return [r.meta for r in runs]
 
 
 def latest_logs() -> Path | None:

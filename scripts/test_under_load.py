@@ -1,0 +1,78 @@
+"""Run the test suite on a starved CPU and say how long it took: the suite must pass on a machine
+several times slower than this one, or busy with another job (issue 8, item 15).
+
+  --load N     N busy-loop processes beside the suite (stress-ng --cpu N when installed, else
+               Python spinners), so the suite gets a fraction of the cores
+  --one-core   the suite pinned to one core (taskset -c 0)
+
+Both may be combined. Prints the pytest summary line and the wall time; exits with pytest's code.
+
+usage: python scripts/test_under_load.py [--load 2] [--one-core] [-- PYTEST_ARGS...]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SPIN = "import signal, sys\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\nwhile True:\n    pass\n"
+
+
+def start_load(n: int) -> list[subprocess.Popen]:
+    if n <= 0:
+        return []
+    if shutil.which("stress-ng"):
+        return [subprocess.Popen(["stress-ng", "--cpu", str(n), "--quiet"], start_new_session=True)]
+    return [subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True) for _ in range(n)]
+
+
+def stop_load(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--load", type=int, default=0, help="busy-loop processes beside the suite")
+    ap.add_argument("--one-core", action="store_true", help="pin the suite to CPU 0 (taskset -c 0)")
+    ap.add_argument("pytest_args", nargs="*")
+    a = ap.parse_args()
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", *a.pytest_args]
+    if a.one_core:
+        if not shutil.which("taskset"):
+            print("error: taskset not found\n  fix: apt-get install util-linux", file=sys.stderr)
+            return 2
+        cmd = ["taskset", "-c", "0", *cmd]
+    load = start_load(a.load)
+    tool = "stress-ng" if load and shutil.which("stress-ng") else "python spinners" if load else "none"
+    t0 = time.time()
+    try:
+        r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    finally:
+        stop_load(load)
+    wall = time.time() - t0
+    tail = [ln for ln in r.stdout.strip().splitlines() if ln.strip()]
+    Path(REPO / "build").mkdir(exist_ok=True)
+    (REPO / "build" / "test_under_load.log").write_text(r.stdout + r.stderr)
+    print(f"load: {a.load} busy processes ({tool}); one core: {a.one_core}")
+    print(f"pytest: {tail[-1] if tail else '(no output)'}")
+    print(f"wall: {wall:.0f} s ({wall / 60:.1f} min); exit code {r.returncode}; full log build/test_under_load.log")
+    return r.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
