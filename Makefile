@@ -25,7 +25,7 @@ VERSION_ARG := $(if $(strip $(ROUND)),--version=$(strip $(ROUND)))
 DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
 .PHONY: prebuild venv build info download_model download_data preprocess_data generate_engines run_harness run \
-        run_audit_harness run_audit_test01 run_audit_test04 update_results truncate_results export_submission \
+        find_performance run_audit_harness run_audit_test01 run_audit_test04 update_results truncate_results export_submission \
         check_submission demo test docs clean bench
 
 venv: $(STAMP)
@@ -64,6 +64,10 @@ run_harness: venv
 # NVIDIA's `make run` (generate_engines, then run_harness) as one step, so RUN_ARGS meant for either is accepted
 run: venv
 	@$(MAIN) --action=run $(ROUND_ARG) $(RUN_ARGS)
+
+# measure offline_expected_qps / server_target_qps / expected latencies; --write_config stores them
+find_performance: venv
+	$(MAIN) --action=find_performance $(ROUND_ARG) $(RUN_ARGS)
 
 run_audit_harness: venv
 	$(MAIN) --action=run_audit_harness $(ROUND_ARG) $(RUN_ARGS)

@@ -152,6 +152,9 @@ def action_run_harness(cli, settings) -> int:
         results.set_latest(root)
         print(f"\nResults of this invocation ({root}; again: python scripts/print_harness_result.py {root})")
         print(results.table(metas))   # this invocation's records only, never an earlier run's
+        for m in metas:
+            for why in m.get("invalid_reasons") or ():
+                print(f"INVALID {m['benchmark']} {m['scenario']}: {why}")
     failed = [m for m in metas if m["status"] != "ok"]
     for m in failed:
         print(f"error: {m['benchmark']} {m['scenario']} {m['test_mode']}: {m['error']}\n"
@@ -170,3 +173,9 @@ def action_run_audit_harness(cli, settings) -> int:
     from code.common.compliance.audit import run_audits
 
     return run_audits(cli, settings)
+
+
+def action_find_performance(cli, settings) -> int:
+    from code.common.tuning import action_find_performance as find
+
+    return find(cli, settings)

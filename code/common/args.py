@@ -87,7 +87,8 @@ def check_applicable(cli: dict[str, Any], reg: Registry, action: str, benchmarks
             raise HarnessError(f"flag --{name} applies only to benchmarks {', '.join(f.benchmarks)}, not {', '.join(benchmarks)}",
                                f"drop --{name}, or add --benchmarks={f.benchmarks[0]}")
         scope = f.scenario_scope()
-        if scope is not None and action in ("generate_engines", "run_harness", "run", "run_audit_harness", "info") \
+        if scope is not None and action in ("generate_engines", "run_harness", "run", "run_audit_harness", "info",
+                                            "find_performance") \
                 and not set(scope) & all_scen:
             raise HarnessError(f"flag --{name} applies only to scenario {', '.join(scope)}, not "
                                f"{', '.join(sorted(all_scen))}",

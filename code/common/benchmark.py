@@ -29,6 +29,7 @@ class BenchmarkSpec:
     precisions: tuple[str, ...] = ("fp32",)
     starting_weights: str = ""     # measurements JSON: what the reference implementation downloads
     input_data_types: Mapping[str, str] = dataclasses.field(default_factory=dict)  # precision -> input type
+    watchdog_s: float = 120.0      # default stall limit (no sample completed this long): scaled per benchmark
     # Accuracy targets, submission names and audits are the round table's (code.common.rounds),
     # keyed by this package name.
 
@@ -66,6 +67,11 @@ class Processor(abc.ABC):
     def process(self, indices: Sequence[int]) -> list["np.ndarray"]: ...
 
     def warmup(self) -> None:  # optional
+        return None
+
+    def thread_init(self) -> None:
+        """Called once on the worker thread that will use this Processor, before its first batch
+        (e.g. to pin that thread to the Processor's cores)."""
         return None
 
     def close(self) -> None:
@@ -119,6 +125,19 @@ class Benchmark(abc.ABC):
             return [0]
         gpus = s.system.gpu_count if s.system.accelerator == "gpu" else 1
         return [d for _ in range(max(1, s.gpu_inference_streams)) for d in range(max(1, gpus))]
+
+    def cpu_slices(self) -> list[tuple[int, ...]] | None:
+        """``cpu_pin_cores`` on a CPU system: the cores of each worker (one slice of this process's
+        cores per worker, in order); None when not pinning."""
+        import os
+
+        s = self.settings
+        if not s.cpu_pin_cores or s.system.accelerator == "gpu":
+            return None
+        cores = sorted(os.sched_getaffinity(0))
+        n = len(self.workers())
+        per = max(1, len(cores) // n)
+        return [tuple(cores[i * per:(i + 1) * per]) or (cores[i % len(cores)],) for i in range(n)]
 
     def batch_timeout_s(self) -> float:
         """Server batcher: a partial batch is sent once its oldest sample has waited this long."""

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from code.common import paths
+from code.common import paths, progress
 from code.common.backends.base import Backend, EngineSpec, ModelSource
 from code.common.errors import HarnessError, MissingDataError
 from code.common.fileio import clean_stale_partials, sha256_file, staged_path, write_json
@@ -104,7 +104,7 @@ def get_or_build(backend: Backend, source: ModelSource | str | Path, spec: Engin
     log(f"[engine] build {out} (build key {key}; {why})")
     t0 = time.time()
     try:
-        with staged_path(out, suffix=backend.engine_suffix) as tmp:
+        with staged_path(out, suffix=backend.engine_suffix) as tmp, progress.waiting(f"build {out.name}"):
             tmp.unlink()  # backends write the file themselves
             backend.build(str(src), str(tmp), spec)
     except HarnessError:

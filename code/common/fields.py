@@ -17,8 +17,9 @@ from code.common.errors import did_you_mean
 from code.common.rounds import AUDIT_TESTS, VERSIONS as ROUND_VERSIONS
 
 ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "generate_engines",
-           "run_harness", "run", "run_audit_harness", "docs")
-TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun")
+           "run_harness", "run", "run_audit_harness", "find_performance", "docs")
+# FindPeakPerformance is NVIDIA's spelling of find_performance (run_harness hands it over)
+TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun", "FindPeakPerformance")
 CONFIG_VERS = ("default", "high_accuracy", "maxq", "triton")
 VARIANTS = ("reference", "tiny")
 ACCURACY_TARGETS = ("99", "99.9")
@@ -155,7 +156,8 @@ class Field:
 
 
 RUN = ("run_harness", "run", "run_audit_harness")   # "run": NVIDIA's `make run` (engines, then the harness)
-ENGINE_AND_RUN = ("generate_engines",) + RUN
+TUNE = ("find_performance",)
+ENGINE_AND_RUN = ("generate_engines",) + RUN + TUNE
 DATA = ("download_model", "download_data", "preprocess_data")
 
 # Scenario scope: a core field that only some scenarios use is listed in their
@@ -176,7 +178,7 @@ CORE_FIELDS: tuple[Field, ...] = (
           choices=AUDIT_TESTS, config=False, actions=("run_audit_harness",), control=True),
     Field("verbose", parse_bool, False, "More logging.", flag_value=True, config=False, control=True),
     Field("log_dir", parse_str, None, "Directory for this invocation's logs (default build/logs/<timestamp>).",
-          config=False, actions=RUN, control=True),
+          config=False, actions=RUN + TUNE, control=True),
     Field("system_name", parse_str, None, "Use this KnownSystems id instead of the detected one.", config=False,
           control=True),
     Field("overwrite", parse_bool, False, "Replace the logs of an earlier run in the same --log_dir (otherwise an "
@@ -187,6 +189,13 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("force_rebuild", parse_bool, False, "Build every engine this invocation uses again, even when the cache "
           "holds an intact one built from the same model and settings.", flag_value=True, config=False,
           actions=ENGINE_AND_RUN, control=True),
+    Field("find_probe_seconds", parse_float, 10.0, "find_performance: length of each probe run.", unit="s",
+          config=False, actions=TUNE, control=True, minimum=0.1),
+    Field("find_confirm_seconds", parse_float, 60.0, "find_performance: length of the Server confirmation run at "
+          "the found QPS.", unit="s", config=False, actions=TUNE, control=True, minimum=0.1),
+    Field("write_config", parse_bool, False, "find_performance: write the chosen values into this system's block of "
+          "configs/<benchmark>/<scenario>/config.json (the rest of the file is kept as it is).", flag_value=True,
+          config=False, actions=TUNE, control=True),
     Field("use_cached_responses", parse_bool, False, "TEST ONLY: cache responses per sample (makes TEST04 fail).",
           flag_value=True, config=False, actions=RUN, control=True),
     # --- workload (RunSettings) ---
@@ -213,6 +222,9 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("gpu_inference_streams", parse_int, 1, "Inference workers per device.", minimum=1),
     Field("workspace_size", parse_int, 4 << 30, "TensorRT builder workspace.", unit="bytes", minimum=0),
     Field("cpu_threads", parse_int, 0, "ORT intra-op threads per worker (0: all cores / workers).", minimum=0),
+    Field("cpu_pin_cores", parse_bool, False, "CPU systems: give each worker (gpu_inference_streams of them) its own "
+          "slice of the cores and pin its thread and its ONNX Runtime pool there (N instances, no oversubscription).",
+          flag_value=True),
     Field("cpu_spin_wait", parse_str, "auto", "ORT idle threads spin-wait (auto: only with one worker).",
           choices=("auto", "on", "off")),
     Field("server_batch_timeout_ms", parse_float, 2.0, "Server: the batcher sends a partial batch after its oldest "
@@ -230,6 +242,8 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("min_query_count", parse_int, 0, "Override min_query_count (0: mlperf.conf).", minimum=0),
     Field("max_query_count", parse_int, 0, "Cap the query count (0: no cap). Makes a run invalid for submission.", minimum=0),
     Field("performance_sample_count", parse_int, 0, "Override performance_sample_count (0: mlperf.conf).", minimum=0),
+    Field("watchdog_s", parse_float, 0.0, "Stop a run in which no sample completed for this long while samples were "
+          "outstanding, and report the stall (0: the benchmark's default, 120 s; SDXL 600 s).", unit="s", minimum=0),
     Field("audit_server_qps_factor", parse_float, 0.92, "Server target QPS multiplier for audit runs.",
           actions=("run_audit_harness",), minimum=0),
 )

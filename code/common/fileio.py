@@ -265,11 +265,18 @@ def _fetch(url: str, part: Path, timeout: float) -> None:
     if have:
         headers["Range"] = f"bytes={have}-"
     req = urllib.request.Request(url, headers=headers)
+    from code.common import progress
+
     with urllib.request.urlopen(req, timeout=timeout) as r:
         resumed = have and r.status == 206
         length = r.headers.get("Content-Length")
-        with open(part, "ab" if resumed else "wb") as f:
-            shutil.copyfileobj(r, f, 1 << 20)
+        total = int(length) + (have if resumed else 0) if length is not None else None
+        with open(part, "ab" if resumed else "wb") as f, \
+                progress.bar(total, f"download {Path(urllib.parse.urlsplit(url).path).name}", "B", True) as bar:
+            bar.update(have if resumed else 0)
+            for chunk in iter(lambda: r.read(1 << 20), b""):
+                f.write(chunk)
+                bar.update(len(chunk))
         got = part.stat().st_size - (have if resumed else 0)
     if length is not None and got != int(length):
         raise ConnectionError(f"the server sent {got} of {length} bytes")

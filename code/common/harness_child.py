@@ -59,7 +59,7 @@ def main(request_path: str) -> int:
 def run(req: dict, stage: Path, result: dict) -> None:
     import mlperf_loadgen as lg
 
-    from code.common import scenarios
+    from code.common import fast_sizing, monitor, scenarios
     from code.common.benchmarks import implementation, resolve
     from code.common.runner import system_from_json
     from code.common.settings import RunControl, RunSettings
@@ -100,14 +100,22 @@ def run(req: dict, stage: Path, result: dict) -> None:
         if control.use_cached_responses:
             procs = [CachingProcessor(p) for p in procs]
     dispatch = scenarios.get(settings.scenario).dispatch
-    max_pending = 0
-    if dispatch == "batcher":     # the effective target and bound, after user.conf and mlperf.conf
-        max_pending = pending_bound(ts.server_target_qps, ts.server_target_latency_ns / 1e9,
-                                    max(1, procs[0].batch_size), len(procs))
-    sut_impl = BatchingSUT(lg, dispatch, procs, bench.batch_timeout_s(), max_pending=max_pending)
+    sut_impl = BatchingSUT(lg, dispatch, procs, bench.batch_timeout_s())
     sut_impl.start()
+    if settings.fast and control.test_mode == "PerformanceOnly" and not req.get("audit"):
+        result["fast_sizing"] = fast_sizing.size(ts, settings, procs, qsl_impl)   # ~1 minute on this machine
+        if result["fast_sizing"]:
+            f = result["fast_sizing"]
+            print(f"[fast] measured {f['measured']}: {f['setting']} {f['configured']:g} -> {f['set']:g}", flush=True)
+    if dispatch == "batcher":     # the effective target and bound, after user.conf, mlperf.conf and --fast
+        sut_impl.max_pending = pending_bound(ts.server_target_qps, ts.server_target_latency_ns / 1e9,
+                                             max(1, procs[0].batch_size), len(procs))
     if control.verbose:
         print(f"[child] set-up {time.time() - t0:.1f}s; {len(procs)} worker(s), batch {sut_impl.batch_size}", flush=True)
+    limit = settings.watchdog_s or spec.watchdog_s
+    expected = monitor.expected_samples(ts, settings.scenario, control.test_mode, qsl_impl.total_count)
+    mon = monitor.Monitor(sut_impl, limit, expected, f"{settings.benchmark} {settings.scenario}",
+                          lambda stall: monitor.stall_exit(stage, result, stall)).start()
 
     sut = lg.ConstructSUT(sut_impl.issue_queries, sut_impl.flush_queries)
     qsl = lg.ConstructQSL(qsl_impl.total_count, qsl_impl.performance_count, qsl_impl.load, qsl_impl.unload)
@@ -119,6 +127,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
     log.enable_trace = False
     print(f"[run] {settings.benchmark} {settings.scenario} {control.test_mode} on {settings.system_name} ...", flush=True)
     lg.StartTestWithLogSettings(sut, qsl, ts, log)
+    mon.stop()
     sut_impl.stop()
     lg.DestroyQSL(qsl)
     lg.DestroySUT(sut)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from code.common import paths, scenarios
+from code.common import explain, paths, scenarios
 from code.common.errors import HarnessError, disk_full
 from code.common.fileio import clean_stale_partials, make_stage_dir, write_json, write_text
 from code.common.loadgen_logs import summarize
@@ -231,16 +231,6 @@ def _claim(stage: Path, log_dir: Path) -> Path:
     raise HarnessError(f"no free folder name beside {log_dir}", "clean up build/logs")
 
 
-def overload_reason(o: dict, s: RunSettings) -> str:
-    """One line: how far behind the SUT fell, what it was serving, and the rerun that fixes it."""
-    served = o.get("served_per_s") or 0
-    suggest = f"--server_target_qps={served * 0.9:.3g}" if served else "a lower --server_target_qps"
-    return (f"SUT overloaded: {o['pending']} samples were waiting (limit {o['max_pending']}) {o['at_s']:g}s into "
-            f"the run at target {o.get('target_qps', 0):g} QPS while it served {served:g} samples/s; the other "
-            f"{o.get('shed', 0)} samples were answered empty to keep memory bounded. Rerun with {suggest} "
-            f"(make run_harness RUN_ARGS=\"--benchmarks={s.benchmark} --scenarios={s.scenario} {suggest}\")")
-
-
 def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, child: dict, err: str | None,
                    started, wall: float) -> dict[str, Any]:
     test_mode = control.test_mode
@@ -253,11 +243,11 @@ def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, 
         ok = err is None and lg["result_validity"] is not None
         if err is None and lg["result_validity"] is None:
             err = "LoadGen wrote no result (see mlperf_log_detail.txt)"
-    invalid_reasons = []
+    invalid_reasons = explain.explain(lg, s) if test_mode != "AccuracyOnly" else []
     overload = child.get("overload")
     if overload:           # the SUT shed samples: INVALID whatever LoadGen's summary says
         lg["result_validity"], lg["valid"] = "INVALID", False
-        invalid_reasons.append(overload_reason(overload, s))
+        invalid_reasons.insert(0, explain.overload(overload, s))
     return {
         "schema": 2,
         "benchmark": s.benchmark, "log_name": s.log_name, "loadgen_model": s.spec.loadgen_model,
@@ -274,7 +264,8 @@ def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, 
         "metric": lg["metric"], "metric_value": lg["metric_value"], "metric_unit": lg["metric_unit"],
         "early_stopping": lg["early_stopping"], "loadgen_errors": lg["loadgen_errors"],
         "loadgen_warnings": lg["loadgen_warnings"], "effective": lg["effective"], "results": lg["results"],
-        "invalid_reasons": invalid_reasons, "overload": overload,
+        "invalid_reasons": invalid_reasons, "overload": overload, "stall": child.get("stall"),
+        "fast_sizing": child.get("fast_sizing"),
         "accuracy": child.get("accuracy"),
         "completed_samples": child.get("completed_samples"),
         "engines": child.get("engines", {}),

@@ -31,6 +31,9 @@ class RunControl:
     null_processor: bool = False           # benchmarks of the harness itself: no model work
     null_service_ms: float = 0.0           # with null_processor: each batch sleeps this long (a known service rate)
     force_rebuild: bool = False            # engines are built again (code.common.engines.rebuilding)
+    find_probe_seconds: float = 10.0       # find_performance (code.common.tuning)
+    find_confirm_seconds: float = 60.0
+    write_config: bool = False
 
     @classmethod
     def from_cli(cls, cli: Mapping[str, Any], **over) -> "RunControl":

@@ -112,6 +112,8 @@ class BatchingSUT:
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
         self.completed = 0
+        self.issued = 0                  # samples LoadGen handed over (written on its issue thread only)
+        self.busy: dict[str, tuple[float, int]] = {}   # thread name -> (monotonic start, samples) of its batch
         self.max_pending = max_pending   # batcher mode: 0 = unbounded
         self.overload: dict | None = None  # set once, when max_pending is exceeded
         self.shed = 0                    # samples answered empty after the overload
@@ -145,6 +147,7 @@ class BatchingSUT:
 
     # --- LoadGen callbacks ----------------------------------------------------------------------
     def issue_queries(self, samples) -> None:
+        self.issued += len(samples)
         if self.dispatch == "batcher":     # the hot path: no per-sample Python work here
             now = time.monotonic()
             with self._cv:
@@ -180,6 +183,14 @@ class BatchingSUT:
     def flush_queries(self) -> None:
         return None
 
+    def state(self) -> str:
+        """What the workers are doing now, for a stall report: each busy batch and for how long."""
+        now = time.monotonic()
+        busy = [f"{name} in {type(self.processors[0]).__name__}.process() for {now - t0:.1f}s on {n} sample(s)"
+                for name, (t0, n) in sorted(self.busy.items())]
+        return (f"{self.completed} of {self.issued} issued samples completed; "
+                + ("; ".join(busy) if busy else "no batch in process() (waiting on LoadGen or the queue)"))
+
     def _shed_locked(self, samples, now: float) -> list:
         """Called under _cv once max_pending is exceeded: record the overload the first time, and return
         every pending and new sample for an empty answer (the caller completes them outside the lock)."""
@@ -207,6 +218,8 @@ class BatchingSUT:
         """Run one batch and complete every sample in it exactly once, whatever the processor does
         (an exception, too few outputs, a non-array): LoadGen would otherwise wait forever."""
         lg = self.lg
+        me = threading.current_thread().name
+        self.busy[me] = (time.monotonic(), len(batch))
         try:
             outs = proc.process([idx for _, idx in batch])
             if len(outs) != len(batch) or not all(isinstance(o, np.ndarray) for o in outs):
@@ -224,11 +237,13 @@ class BatchingSUT:
             self.errors.append(e)
             outs = None
             responses = [lg.QuerySampleResponse(qid, 0, 0) for qid, _ in batch]
+        self.busy.pop(me, None)
         lg.QuerySamplesComplete(responses)
         self.completed += len(batch)
         del outs  # released only after LoadGen has copied what it logs
 
     def _worker(self, proc: Processor) -> None:
+        proc.thread_init()
         while True:
             batch = self.work.get()
             if batch is _STOP:
@@ -239,6 +254,7 @@ class BatchingSUT:
         """Server: take a full batch as soon as there is one; otherwise wait until batch_size samples
         are there or the oldest pending sample has waited batch_timeout_s, then take what there is.
         No thread sits between LoadGen and the workers."""
+        proc.thread_init()
         bs, pending, cv = self.batch_size, self._pending, self._cv
         while True:
             with cv:

@@ -60,11 +60,14 @@ def preprocess_all(image_dir: Path, names: Sequence[str], crop: int, out_file: P
         raise MissingDataError(f"ImageNet images missing in {image_dir} (e.g. {missing[0]})",
                                fix or f"put the ILSVRC2012 validation JPEGs in {image_dir}, then make preprocess_data "
                                "BENCHMARKS=resnet50")
-    with staged_path(out_file, suffix=".npy") as tmp:
+    from code.common import progress
+
+    with staged_path(out_file, suffix=".npy") as tmp, progress.bar(len(names), "preprocess", "image") as bar:
         arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(len(names), 3, crop, crop))
         for i, n in enumerate(names):
             arr[i] = preprocess_image(image_dir / n, crop)
-            if i and i % 5000 == 0:
+            bar.update()
+            if i and i % 5000 == 0 and not progress.enabled():
                 log(f"[preprocess] {i}/{len(names)}")
         arr.flush()
         del arr

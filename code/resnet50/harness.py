@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from code.common import paths
+from code.common import paths, progress
 from code.common.backends import EngineSpec, get_backend
 from code.common.backends.base import ModelSource, cpu_spin
 from code.common.benchmark import Benchmark, Processor
@@ -85,11 +85,13 @@ class ResNet50Benchmark(Benchmark):
         rng = np.random.default_rng(model.TINY_SEED)
         names = [f"ILSVRC2012_val_{i + 1:08d}.JPEG" for i in range(TINY_IMAGES)]
         batch, labels = [], []
-        for i, n in enumerate(names):
-            img = model.synthetic_image(rng)
-            with staged_path(out_dir / n, suffix=".jpg") as tmp:
-                Image.fromarray(img).save(tmp, format="JPEG", quality=95)
-            batch.append(preprocess_image(out_dir / n, self.crop))
+        with progress.bar(len(names), "tiny images", "image") as bar:
+            for n in names:
+                img = model.synthetic_image(rng)
+                with staged_path(out_dir / n, suffix=".jpg") as tmp:
+                    Image.fromarray(img).save(tmp, format="JPEG", quality=95)
+                batch.append(preprocess_image(out_dir / n, self.crop))
+                bar.update()
         x = torch.from_numpy(np.stack(batch).astype(np.float32)) - torch.tensor([123.68, 116.78, 103.94]).view(1, 3, 1, 1)
         with torch.inference_mode():
             for s in range(0, len(x), 128):
@@ -133,11 +135,16 @@ class ResNet50Benchmark(Benchmark):
         return self.qsl
 
     def make_processors(self, qsl, engines) -> list[Processor]:
+        import dataclasses
+
         backend = get_backend(self.settings.backend)
+        slices = self.cpu_slices() or [None] * len(self.workers())
         out = []
-        for dev in self.workers():
+        for dev, cores in zip(self.workers(), slices):
             spec = self.engine_spec(dev)
-            out.append(ResNet50Processor(backend.load(engines["resnet50"], spec), qsl, spec.batch_size))
+            if cores:          # a load-time option only: the engine file (and its build key) stay the same
+                spec = dataclasses.replace(spec, extra={**spec.extra, "cpu_cores": cores})
+            out.append(ResNet50Processor(backend.load(engines["resnet50"], spec), qsl, spec.batch_size, cores))
         return out
 
     def accuracy(self, accuracy_log: str, out_dir: str) -> dict:
@@ -150,8 +157,14 @@ class ResNet50Processor(Processor):
     """Batches -> int32 ImageNet labels (argmax - 1), one 4-byte array per sample, as LoadGen expects
     for the reference accuracy script."""
 
-    def __init__(self, engine, qsl: ImageNetQSL, batch_size: int):
-        self.engine, self.qsl, self.batch_size = engine, qsl, batch_size
+    def __init__(self, engine, qsl: ImageNetQSL, batch_size: int, cores: tuple[int, ...] | None = None):
+        self.engine, self.qsl, self.batch_size, self.cores = engine, qsl, batch_size, cores
+
+    def thread_init(self) -> None:
+        if self.cores:          # Linux: pid 0 is the calling thread; ORT's pool threads are pinned by the session
+            import os
+
+            os.sched_setaffinity(0, self.cores)
 
     def process(self, indices: Sequence[int]) -> list[np.ndarray]:
         x = self.qsl.batch(indices)

@@ -28,4 +28,5 @@ SPEC = BenchmarkSpec(
     ),
     precisions=("fp32", "fp16", "int8", "fp8"),
     starting_weights="stabilityai/stable-diffusion-xl-base-1.0 (MLCommons fp32/fp16 checkpoint)",
+    watchdog_s=600.0,              # a batch of 20-step images on a slow GPU takes minutes
 )

@@ -27,6 +27,11 @@ def session_options(spec: EngineSpec, optimized_model_path: str | None = None):
     # 1.00 with it, 0.96 without) but starve other sessions' threads when several workers share the
     # cores, so it follows EngineSpec.allow_spinning (schema field cpu_spin_wait).
     so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spec.allow_spinning else "0")
+    cores = (spec.extra or {}).get("cpu_cores")
+    if cores:                # pinned instance: one pool thread per core after the caller's (ORT ids are 1-based)
+        so.intra_op_num_threads = len(cores)
+        if len(cores) > 1:
+            so.add_session_config_entry("session.intra_op_thread_affinities", ";".join(str(c + 1) for c in cores[1:]))
     if optimized_model_path:
         so.optimized_model_filepath = optimized_model_path
     so.log_severity_level = 3

@@ -1,0 +1,148 @@
+"""Why a run is INVALID, in plain words: the constraint LoadGen says failed, the value that would fix
+it, and the exact command to rerun. Read from LoadGen's own detail log (``loadgen_logs.summarize``),
+never from stdout. The same lines go into metadata.json (``invalid_reasons``) and the result table.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from code.common import scenarios
+
+
+SKIP = ("benchmarks", "scenarios", "model_variant", "config_ver", "fast")
+
+
+def _flag(k: str, v: Any) -> str:
+    if isinstance(v, bool):
+        return f"--{k}" if v else f"--{k}=false"
+    if isinstance(v, dict):
+        return f"--{k}=" + ",".join(f"{c}:{n}" for c, n in v.items())
+    if isinstance(v, (list, tuple)):
+        return f"--{k}=" + ",".join(map(str, v))
+    return f"--{k}={_g(v) if isinstance(v, float) else v}"
+
+
+def rerun(s, *flags: str) -> str:
+    """The make command that reruns ``s`` (a RunSettings) as it was given on the command line, with
+    ``flags`` replacing the settings they name."""
+    names = {f.split("=", 1)[0].lstrip("-") for f in flags if f}
+    args = [f"--benchmarks={s.benchmark}", f"--scenarios={s.scenario}"]
+    if s.model_variant != "reference":
+        args.append(f"--model_variant={s.model_variant}")
+    if s.config_ver != "default":
+        args.append(f"--config_ver={s.config_ver}")
+    if s.fast and "min_duration" not in names:
+        args.append("--fast")
+    args += [_flag(k, s.values[k]) for k in s.values
+             if s.sources.get(k) == "cli" and k not in names and k not in SKIP]
+    args += [f for f in flags if f]
+    return f'make run_harness RUN_ARGS="{" ".join(args)}"'
+
+
+def _ms(ns: float | None) -> str:
+    return "?" if ns is None else f"{ns / 1e6:.3g} ms"
+
+
+def _g(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def explain(lg: dict[str, Any], s) -> list[str]:
+    """Reasons a performance run is INVALID (empty when LoadGen says VALID, or gave no verdict).
+
+    ``lg``: ``loadgen_logs.summarize`` of the run; ``s``: its RunSettings."""
+    if lg.get("result_validity") != "INVALID":
+        return []
+    r, eff = lg.get("results") or {}, lg.get("effective") or {}
+    sc = scenarios.get(s.scenario)
+    out: list[str] = []
+    min_ms = eff.get("effective_min_duration_ms") or 0
+    if r.get("result_min_duration_met") is False:
+        out.append(_short_run(r, eff, s, sc, min_ms))
+    if r.get("result_min_queries_met") is False:
+        out.append(f"min queries not met: {r.get('result_query_count')} queries ran, min_query_count is "
+                   f"{eff.get('effective_min_query_count')} (--max_query_count caps the run?). "
+                   f"Rerun without --max_query_count: {rerun(s)}")
+    if sc.name == "Server" and r.get("result_perf_constraints_met") is False:
+        out.append(_server_latency(r, eff, s))
+    early = lg.get("early_stopping") or {}
+    if early.get("met") is False:
+        text = " ".join(str(x) for x in early.get("lines", ()))
+        m = re.search(r"at least (\d+) more queries", text)
+        more = int(m.group(1)) if m else 0
+        queries = int(r.get("result_query_count") or 0)
+        over = r.get("result_overlatency_query_count")
+        if sc.name == "Server" and r.get("result_perf_constraints_met") is False:
+            pass        # the latency reason above says it; early stopping follows from it
+        elif over:
+            qps = eff.get("effective_target_qps") or s.values.get(sc.sizing) or 0
+            out.append(f"early stopping not met: {over} of {queries} queries were over the latency bound; with so "
+                       f"few queries the tail estimate cannot pass (it needs {more} more all under the bound). "
+                       f"Run longer or lower the load: {rerun(s, f'--min_query_count={queries + more}')}"
+                       + (f", or {rerun(s, f'--server_target_qps={_g(0.9 * qps)}')}" if sc.name == "Server" and qps
+                          else ""))
+        else:
+            out.append(f"early stopping not met: {queries} queries are too few to estimate the "
+                       f"p{sc.percentile or 99} latency; it needs at least {more} more. "
+                       f"Run longer: {rerun(s, f'--min_query_count={queries + more}')}")
+    if sc.name == "Server" and r.get("result_perf_constraints_met") is not False:
+        done = r.get("result_completed_samples_per_sec") or 0
+        scheduled = r.get("result_scheduled_samples_per_sec") or 0
+        if scheduled and done < 0.98 * scheduled:      # within the bound so far, but the backlog grows
+            out.insert(0, f"behind schedule: it completed {_g(done)} of the {_g(scheduled)} samples/s scheduled "
+                          "(it cannot keep up; on a full-length run the backlog would break any latency bound). "
+                          f"Rerun with {rerun(s, f'--server_target_qps={_g(0.9 * done)}')}")
+    if not out:
+        out.append("LoadGen says INVALID without naming a constraint we know; see the Recommendations in "
+                   "mlperf_log_summary.txt")
+    return out
+
+
+def _short_run(r: dict, eff: dict, s, sc, min_ms: float) -> str:
+    """min_duration not met: the query LoadGen generated ran out before min_duration, because the
+    scenario's sizing value promised a slower system than this one."""
+    if sc.name == "Offline":
+        rate = r.get("result_samples_per_second") or 0
+        n = eff.get("effective_samples_per_query") or 0
+        took = n / rate if rate else 0
+        expected = eff.get("effective_target_qps") or s.values.get("offline_expected_qps")
+        return (f"min duration not met: the Offline query of {n} samples took {took:.3g} s at {_g(rate)} samples/s, "
+                f"under the {min_ms / 1000:g} s min_duration; --offline_expected_qps={_g(expected or 0)} is below what "
+                f"this system does. Rerun with {rerun(s, f'--offline_expected_qps={_g(rate * 1.1)}')}")
+    if sc.name in ("SingleStream", "MultiStream"):
+        key = "single_stream_expected_latency_ns" if sc.name == "SingleStream" else "multi_stream_expected_latency_ns"
+        measured = r.get(sc.metric_key)
+        return (f"min duration not met: the queries LoadGen generated ran out before the {min_ms / 1000:g} s "
+                f"min_duration; the expected latency {_ms(s.values.get(key))} is above the measured "
+                f"p{sc.percentile} {_ms(measured)}. Rerun with {rerun(s, f'--{key}={int(measured or 0)}')}")
+    return (f"min duration not met: the run ended before the {min_ms / 1000:g} s min_duration "
+            f"(--max_query_count caps it?). Rerun without it: {rerun(s)}")
+
+
+def _server_latency(r: dict, eff: dict, s) -> str:
+    """Server latency over the bound: the target QPS to rerun at (what the SUT completed, with
+    headroom, when it could not keep up; else 90% of the target)."""
+    pct = eff.get("effective_target_latency_percentile") or 0.99
+    key = f"result_{pct * 100:.2f}_percentile_latency_ns"
+    bound = eff.get("effective_target_latency_ns")
+    target = eff.get("effective_target_qps") or s.values.get("server_target_qps") or 0
+    done = r.get("result_completed_samples_per_sec") or 0
+    scheduled = r.get("result_scheduled_samples_per_sec") or target
+    behind = done < 0.98 * scheduled
+    new = 0.9 * (done if behind else target)
+    why = (f"it completed {_g(done)} of the {_g(scheduled)} samples/s scheduled (it cannot keep up)" if behind
+           else f"it kept up with the {_g(target)} QPS schedule, but queued too long")
+    return (f"latency bound not met: p{pct * 100:g} latency {_ms(r.get(key))} is over the {_ms(bound)} bound at "
+            f"target {_g(target)} QPS; {why}. Rerun with {rerun(s, f'--server_target_qps={_g(new)}')} "
+            f"(or find the peak: make find_performance RUN_ARGS=\"--benchmarks={s.benchmark} --scenarios=Server\")")
+
+
+def overload(o: dict, s) -> str:
+    """The SUT shed samples (code.common.sut): how far behind it fell, what it served, the rerun."""
+    served = o.get("served_per_s") or 0
+    flag = f"--server_target_qps={_g(served * 0.9)}" if served else ""
+    return (f"SUT overloaded: {o['pending']} samples were waiting (limit {o['max_pending']}) {o['at_s']:g}s into "
+            f"the run at target {o.get('target_qps', 0):g} QPS while it served {served:g} samples/s; the other "
+            f"{o.get('shed', 0)} samples were answered empty to keep memory bounded. Rerun with "
+            f"{rerun(s, flag) if flag else 'a lower --server_target_qps'}")

@@ -1,0 +1,93 @@
+"""``--fast`` sizes itself: a few seconds of warm-up in the harness child measure this machine's real
+rate (the run's own processors, outside LoadGen), and the scenario's sizing setting is set so the
+run takes about min_duration (60 s) here, whatever the config says. Fast runs are never
+submittable, so this is allowed; metadata.json records the measured and the configured values.
+
+A sizing value given on the command line is the user's and is kept. Per scenario:
+- Offline: offline_expected_qps = measured samples/s x MARGIN (the one query then lasts a little over
+  min_duration);
+- Server: server_target_qps capped at 80% of the measured samples/s when the config asks for more;
+- SingleStream / MultiStream: expected latency = the measured mean latency of one query / MARGIN.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+WARMUP_S = 3.0          # measure at least this long
+MAX_WARMUP_S = 30.0     # and at most this long (a slow first batch)
+SERVER_CAP = 0.8
+MARGIN = 1.25           # size for 25% more work than measured: a warm-up that underestimates the rate by up
+                        # to 20% still fills min_duration (an unfilled one is INVALID), at most ~75 s of 60
+
+
+def _throughput(procs, indices: list[int], seconds: float) -> float:
+    """Samples/s of all processors together, each on its own thread, full batches."""
+    counts = [0] * len(procs)
+    stop = time.monotonic() + seconds
+
+    def loop(i: int, p) -> None:
+        p.thread_init()           # as its SUT worker will be (pinned cores)
+        bs = max(1, p.batch_size)
+        batch = [indices[(i * bs + k) % len(indices)] for k in range(bs)]
+        n = 0
+        while n < 2 or (time.monotonic() < stop and n < 10_000):
+            p.process(batch)
+            counts[i] += bs
+            n += 1
+            if time.monotonic() > stop + MAX_WARMUP_S:
+                return
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=loop, args=(i, p)) for i, p in enumerate(procs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts) / (time.monotonic() - t0)
+
+
+def _latency_ns(proc, indices: list[int], per_query: int, seconds: float) -> float:
+    """Mean time of one query of ``per_query`` samples on one processor (batches of its size)."""
+    times, stop, k = [], time.monotonic() + seconds, 0
+    while len(times) < 3 or (time.monotonic() < stop and len(times) < 10_000):
+        q = [indices[(k + j) % len(indices)] for j in range(per_query)]
+        k += per_query
+        t = time.perf_counter()
+        for s in range(0, per_query, max(1, proc.batch_size)):
+            proc.process(q[s:s + proc.batch_size])
+        times.append(time.perf_counter() - t)
+    return sum(times) / len(times) * 1e9
+
+
+def size(ts, settings, procs, qsl) -> dict | None:
+    """Measure and set the sizing value on ``ts`` (LoadGen TestSettings); returns what was done, for
+    metadata.json, or None when the command line fixed the value."""
+    from code.common import scenarios
+
+    sc = scenarios.get(settings.scenario)
+    if settings.sources.get(sc.sizing) == "cli":
+        return None
+    indices = list(range(min(qsl.performance_count, 1024)))
+    qsl.load(indices)
+    t0 = time.monotonic()
+    try:
+        if sc.name in ("Offline", "Server"):
+            rate = _throughput(procs, indices, WARMUP_S)
+            measured = {"samples_per_s": round(rate, 3)}
+            if sc.name == "Offline":
+                key, old, new = "offline_expected_qps", ts.offline_expected_qps, rate * MARGIN
+            else:
+                key, old = "server_target_qps", ts.server_target_qps
+                new = min(old, SERVER_CAP * rate)
+        else:
+            per = 1 if sc.name == "SingleStream" else ts.multi_stream_samples_per_query
+            ns = _latency_ns(procs[0], indices, per, WARMUP_S)
+            measured = {"query_latency_ns": int(ns)}
+            key = sc.sizing
+            old, new = getattr(ts, key), int(ns / MARGIN)
+    finally:
+        qsl.unload(indices)
+    setattr(ts, key, new)
+    return {"setting": key, "configured": old, "set": new, "measured": measured,
+            "warmup_s": round(time.monotonic() - t0, 2)}

@@ -1,0 +1,88 @@
+"""The run's monitor thread in the harness child: progress (samples done of expected, rate, ETA)
+and the watchdog.
+
+Watchdog: when samples are outstanding (issued, not completed) and none completed for ``limit_s``,
+the run is stopped: the stall (how long, the counts, what each worker was doing) goes into
+child_result.json as the run's error, and the child exits at once (LoadGen has no abort; its
+threads would wait forever). The parent records it in metadata.json like any failed run; the
+staging folder is removed by the parent only on its own failures, so the run's folder holds the
+record, and no submission tree is touched.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+STALL_EXIT = 5
+
+
+def expected_samples(ts, scenario: str, test_mode: str, total_count: int) -> int:
+    """About how many samples LoadGen will issue (for the progress bar only)."""
+    if test_mode == "AccuracyOnly":
+        return total_count
+    dur = ts.min_duration_ms / 1000
+    if scenario == "Offline":
+        return int(max(ts.min_query_count, ts.offline_expected_qps * dur))
+    if scenario == "Server":
+        return int(max(ts.min_query_count, ts.server_target_qps * dur))
+    if scenario == "SingleStream":
+        return int(max(ts.min_query_count, dur * 1e9 / max(ts.single_stream_expected_latency_ns, 1)))
+    per = getattr(ts, "multi_stream_samples_per_query", 8)
+    return int(max(ts.min_query_count, dur * 1e9 / max(ts.multi_stream_expected_latency_ns, 1)) * per)
+
+
+class Monitor:
+    def __init__(self, sut, limit_s: float, expected: int, desc: str, on_stall: Callable[[dict], None]):
+        self.sut, self.limit_s, self.expected, self.desc, self.on_stall = sut, limit_s, expected, desc, on_stall
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="run-monitor", daemon=True)
+
+    def start(self) -> "Monitor":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        from code.common import progress
+
+        bar = progress.bar(total=self.expected or None, desc=self.desc, unit="sample")
+        last, t_last = self.sut.completed, time.monotonic()
+        shown = 0
+        try:
+            while not self._done.wait(min(1.0, max(self.limit_s / 4, 0.05))):
+                now, done = time.monotonic(), self.sut.completed
+                if done > shown:
+                    bar.update(done - shown)
+                    shown = done
+                if done != last:
+                    last, t_last = done, now
+                elif self.limit_s and self.sut.issued > done and now - t_last >= self.limit_s:
+                    bar.close()
+                    self.on_stall({"seconds": round(now - t_last, 1), "limit_s": self.limit_s, "completed": done,
+                                   "issued": self.sut.issued, "state": self.sut.state()})
+                    return
+        finally:
+            bar.close()
+
+
+def stall_exit(stage: Path, result: dict, stall: dict) -> None:
+    """Record the stall as the run's error and end the child now (code STALL_EXIT)."""
+    from code.common.fileio import write_json
+
+    result["stall"] = stall
+    result["error"] = (f"watchdog: no sample completed for {stall['seconds']:g} s (limit {stall['limit_s']:g} s) "
+                       f"with {stall['issued'] - stall['completed']} outstanding; {stall['state']}")
+    result["error_fix"] = ("check the backend and device (a hang in the inference library?); if batches really take "
+                           "this long, raise --watchdog_s")
+    result["error_exit_code"] = 4
+    print(f"[watchdog] {result['error']}", flush=True)
+    try:
+        write_json(stage / "child_result.json", result)
+    finally:
+        os._exit(STALL_EXIT)
