@@ -108,7 +108,9 @@ def run(req: dict, stage: Path, result: dict) -> None:
             f = result["fast_sizing"]
             print(f"[fast] measured {f['measured']}: {f['setting']} {f['configured']:g} -> {f['set']:g}", flush=True)
     if dispatch == "batcher":     # the effective target and bound, after user.conf, mlperf.conf and --fast
+        queries = max(ts.min_query_count, ts.server_target_qps * ts.min_duration_ms / 1000)
         sut_impl.max_pending = pending_bound(ts.server_target_qps, ts.server_target_latency_ns / 1e9,
+                                             ts.server_target_latency_percentile, queries,
                                              max(1, procs[0].batch_size), len(procs))
     if control.verbose:
         print(f"[child] set-up {time.time() - t0:.1f}s; {len(procs)} worker(s), batch {sut_impl.batch_size}", flush=True)

@@ -19,8 +19,9 @@ Threading contract:
   ``QuerySamplesComplete`` returns (LoadGen copies the bytes it logs before returning).
 
 Overload (Server): the pending deque is bounded by ``max_pending`` (``pending_bound``). A SUT that
-falls that far behind cannot meet the latency bound, so rather than queue without limit (memory
-grows with the target QPS) it records ``overload`` (when, how far behind, the rate it was serving)
+falls that far behind has already lost the run (more of its samples will be late than the latency
+percentile allows), so rather than queue without limit (memory grows with the target QPS) it
+records ``overload`` (when, how far behind, the rate it was serving)
 and from then on answers every pending and new sample at once with an empty response, so the run
 ends on time. Such a run is INVALID whatever LoadGen's summary says: the runner marks it so in
 metadata.json with the explanation, and staging refuses it.
@@ -57,11 +58,16 @@ class NullProcessor(Processor):
         return [self._out] * len(indices)
 
 
-def pending_bound(target_qps: float, latency_bound_s: float, batch_size: int, workers: int) -> int:
-    """Server: how many samples may wait for a worker before the SUT counts as overloaded: ten
-    latency bounds' worth of arrivals at the target rate, and never fewer than 256 or eight batches
-    per worker (short stalls on a busy machine are not overload)."""
-    return max(256, 8 * batch_size * workers, math.ceil(10 * target_qps * latency_bound_s))
+def pending_bound(target_qps: float, latency_bound_s: float, percentile: float, expected_queries: float,
+                  batch_size: int, workers: int) -> int:
+    """Server: how many samples may wait for a worker before the SUT counts as overloaded.
+
+    Past this bound the run is INVALID whatever happens next, so shedding changes no verdict: of P
+    pending samples at most target_qps x latency_bound can still finish within the bound, and once
+    more than (1 - percentile) of the run's expected queries are late, its latency percentile is
+    over the bound. Never fewer than 256 samples or eight batches per worker."""
+    sure = (1 - percentile) * expected_queries + target_qps * latency_bound_s
+    return max(256, 8 * batch_size * workers, math.ceil(round(sure, 6)))   # round: 0.01 * 6e6 is 60000.00000000004
 
 
 class CachingProcessor(Processor):
