@@ -21,15 +21,21 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 SPIN = "import signal, sys\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\nwhile True:\n    pass\n"
 
 
 def start_load(n: int) -> list[subprocess.Popen]:
+    """Busy processes that die with this script (a parent-death signal), even if it is killed."""
+    from code.common.runner import death_signal_hook
+
     if n <= 0:
         return []
     if shutil.which("stress-ng"):
-        return [subprocess.Popen(["stress-ng", "--cpu", str(n), "--quiet"], start_new_session=True)]
-    return [subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True) for _ in range(n)]
+        return [subprocess.Popen(["stress-ng", "--cpu", str(n), "--quiet"], start_new_session=True,
+                                 preexec_fn=death_signal_hook())]
+    return [subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True, preexec_fn=death_signal_hook())
+            for _ in range(n)]
 
 
 def stop_load(procs: list[subprocess.Popen]) -> None:
@@ -57,6 +63,7 @@ def main() -> int:
             print("error: taskset not found\n  fix: apt-get install util-linux", file=sys.stderr)
             return 2
         cmd = ["taskset", "-c", "0", *cmd]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # run the finally below: stop the load
     load = start_load(a.load)
     tool = "stress-ng" if load and shutil.which("stress-ng") else "python spinners" if load else "none"
     t0 = time.time()

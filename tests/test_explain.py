@@ -54,7 +54,8 @@ def test_server_target_above_the_service_rate(tiny_resnet, tmp_path):
 
 def test_server_run_too_short_for_early_stopping(tiny_resnet, tmp_path):
     """Latency is fine, but 20 queries cannot prove a p99: run longer."""
-    why = _one_reason(_run(tmp_path, "Server", "--server_target_qps=20", "--min_duration=1000", "--min_query_count=1"))
+    why = _one_reason(_run(tmp_path, "Server", "--server_target_qps=20", "--min_duration=1000", "--min_query_count=1",
+                           "--server_target_latency_ns=2000000000"))      # a bound no hiccup of a busy machine breaks
     assert why.startswith("early stopping not met") and "--min_query_count=" in why
 
 
@@ -63,6 +64,16 @@ def test_singlestream_expected_latency_set_too_high(tiny_resnet, tmp_path):
     why = _one_reason(_run(tmp_path, "SingleStream", "--single_stream_expected_latency_ns=1000000000",
                            "--min_duration=2000", "--min_query_count=1", service_ms=2))
     assert why.startswith("min duration not met") and "--single_stream_expected_latency_ns=" in why
+
+
+def test_run_capped_by_max_query_count(tiny_resnet, tmp_path):
+    """min_query_count 100 but capped at 10: min queries and min duration fail; the cap is the cause."""
+    m = _run(tmp_path, "SingleStream", "--min_duration=500", "--min_query_count=100", "--max_query_count=10",
+             service_ms=1)
+    why = _one_reason(m)
+    assert m["results"]["result_min_queries_met"] is False and len(m["invalid_reasons"]) == 1
+    assert why.startswith("capped by max_query_count: the run stopped after 10 queries")
+    assert "--max_query_count" not in why.split("Rerun without the cap:")[1]
 
 
 def test_explainer_text_reaches_the_table(tiny_resnet, tmp_path):

@@ -23,10 +23,10 @@ def _flag(k: str, v: Any) -> str:
     return f"--{k}={_g(v) if isinstance(v, float) else v}"
 
 
-def rerun(s, *flags: str) -> str:
+def rerun(s, *flags: str, drop: tuple[str, ...] = ()) -> str:
     """The make command that reruns ``s`` (a RunSettings) as it was given on the command line, with
-    ``flags`` replacing the settings they name."""
-    names = {f.split("=", 1)[0].lstrip("-") for f in flags if f}
+    ``flags`` replacing the settings they name and the settings in ``drop`` left out."""
+    names = {f.split("=", 1)[0].lstrip("-") for f in flags if f} | set(drop)
     args = [f"--benchmarks={s.benchmark}", f"--scenarios={s.scenario}"]
     if s.model_variant != "reference":
         args.append(f"--model_variant={s.model_variant}")
@@ -58,12 +58,18 @@ def explain(lg: dict[str, Any], s) -> list[str]:
     sc = scenarios.get(s.scenario)
     out: list[str] = []
     min_ms = eff.get("effective_min_duration_ms") or 0
+    cap = eff.get("effective_max_query_count") or 0
+    capped = bool(cap) and (r.get("result_query_count") or 0) >= cap
+    if capped and (r.get("result_min_duration_met") is False or r.get("result_min_queries_met") is False):
+        out.append(f"capped by max_query_count: the run stopped after {cap} queries, before min_duration "
+                   f"({min_ms / 1000:g} s) and min_query_count ({eff.get('effective_min_query_count')}) were met. "
+                   f"Rerun without the cap: {rerun(s, drop=('max_query_count',))}")
+        return out
     if r.get("result_min_duration_met") is False:
         out.append(_short_run(r, eff, s, sc, min_ms))
     if r.get("result_min_queries_met") is False:
         out.append(f"min queries not met: {r.get('result_query_count')} queries ran, min_query_count is "
-                   f"{eff.get('effective_min_query_count')} (--max_query_count caps the run?). "
-                   f"Rerun without --max_query_count: {rerun(s)}")
+                   f"{eff.get('effective_min_query_count')}. Rerun longer: {rerun(s, f'--min_duration={int(min_ms * 2)}')}")
     if sc.name == "Server" and r.get("result_perf_constraints_met") is False:
         out.append(_server_latency(r, eff, s))
     early = lg.get("early_stopping") or {}
@@ -73,8 +79,8 @@ def explain(lg: dict[str, Any], s) -> list[str]:
         more = int(m.group(1)) if m else 0
         queries = int(r.get("result_query_count") or 0)
         over = r.get("result_overlatency_query_count")
-        if sc.name == "Server" and r.get("result_perf_constraints_met") is False:
-            pass        # the latency reason above says it; early stopping follows from it
+        if (sc.name == "Server" and r.get("result_perf_constraints_met") is False) or (not more and out):
+            pass        # a reason above says it; early stopping follows from it
         elif over:
             qps = eff.get("effective_target_qps") or s.values.get(sc.sizing) or 0
             out.append(f"early stopping not met: {over} of {queries} queries were over the latency bound; with so "
@@ -112,10 +118,12 @@ def _short_run(r: dict, eff: dict, s, sc, min_ms: float) -> str:
                 f"this system does. Rerun with {rerun(s, f'--offline_expected_qps={_g(rate * 1.1)}')}")
     if sc.name in ("SingleStream", "MultiStream"):
         key = "single_stream_expected_latency_ns" if sc.name == "SingleStream" else "multi_stream_expected_latency_ns"
-        measured = r.get(sc.metric_key)
+        measured = r.get("result_mean_latency_ns") or r.get(sc.metric_key)
+        expected = eff.get("effective_target_latency_ns") or s.values.get(key)
+        why = (f"the expected latency {_ms(expected)} is above the measured mean {_ms(measured)}"
+               if expected and measured and expected > measured else f"the measured mean latency is {_ms(measured)}")
         return (f"min duration not met: the queries LoadGen generated ran out before the {min_ms / 1000:g} s "
-                f"min_duration; the expected latency {_ms(s.values.get(key))} is above the measured "
-                f"p{sc.percentile} {_ms(measured)}. Rerun with {rerun(s, f'--{key}={int(measured or 0)}')}")
+                f"min_duration; {why}. Rerun with {rerun(s, f'--{key}={int(measured or 0)}')}")
     return (f"min duration not met: the run ended before the {min_ms / 1000:g} s min_duration "
             f"(--max_query_count caps it?). Rerun without it: {rerun(s)}")
 

@@ -108,7 +108,7 @@ def child_exit_reason(rc: int) -> str:
     return f"harness child ended by {name}: {SIGNAL_CAUSES.get(name, 'see the log above')}"
 
 
-def _death_signal_hook():
+def death_signal_hook():
     """preexec_fn for the child: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG).
 
     libc is looked up here, in the parent: between fork and exec the child may only make the call
@@ -176,7 +176,7 @@ def _run_staged(settings: RunSettings, control: RunControl, log_dir: Path, stage
     env.setdefault("PYTHONUNBUFFERED", "1")
     env["PYTHONPATH"] = str(paths.REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.Popen([sys.executable, "-m", "code.common.harness_child", str(stage / "request.json")],
-                            cwd=stage, env=env, preexec_fn=_death_signal_hook())
+                            cwd=stage, env=env, preexec_fn=death_signal_hook())
     try:
         rc = proc.wait()
     finally:
