@@ -142,3 +142,21 @@ def test_find_peak_performance_test_mode_is_find_performance(harness_env):
     assert cli["action"] == "find_performance" and "test_mode" not in cli
     with pytest.raises(HarnessError, match="does not apply"):
         plan(["--action=run_harness", "--benchmarks=resnet50", "--write_config"])
+
+
+def test_make_find_performance_end_to_end(tiny_resnet, tmp_path):
+    """The action through the CLI on the real tiny engine: probes, the table, --write_config."""
+    from code.common import paths
+    from tests.conftest import run_main
+
+    cfg = tmp_path / "configs"
+    shutil.copytree(paths.configs_dir() / "resnet50", cfg / "resnet50")
+    r = run_main("--action=find_performance", "--benchmarks=resnet50", "--model_variant=tiny",
+                 "--scenarios=SingleStream", "--find_probe_seconds=1", "--write_config", f"--log_dir={tmp_path / 'l'}",
+                 env={**tiny_resnet, "MLPERF_CONFIGS_DIR": str(cfg)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Probes (" in r.stdout and "Chosen values" in r.stdout and "single_stream_expected_latency_ns =" in r.stdout
+    written = json.loads((cfg / "resnet50" / "SingleStream" / "config.json").read_text())
+    [ns] = [v["model_variant"]["tiny"]["single_stream_expected_latency_ns"] for v in written.values()
+            if "single_stream_expected_latency_ns" in v.get("model_variant", {}).get("tiny", {})]
+    assert ns > 0
