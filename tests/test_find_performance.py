@@ -18,6 +18,7 @@ def test_search_brackets_the_highest_passing_value():
         seen = []
         found = search(lambda q: seen.append(q) or q <= limit, 100.0)
         assert 0.97 * limit <= found <= limit, (limit, found, seen)
+        assert len(seen) == len(set(seen)), seen                 # no value is probed twice
     assert search(lambda q: False, 100.0) == 0.0
 
 

@@ -68,12 +68,17 @@ def search(probe: Callable[[float], bool], start: float, precision: float = SERV
            max_probes: int = MAX_PROBES) -> float:
     """Highest value for which ``probe`` passes: double from ``start`` until it fails (halve while it
     fails from the start), then bisect until the bracket is within ``precision``. 0 if nothing passes."""
-    lo, hi, n = 0.0, start, 0
+    lo, hi, n, failed = 0.0, start, 0, None
     while n < max_probes:
         n += 1
         if probe(hi):
-            lo, hi = hi, hi * 2
+            lo = hi
+            if failed is not None:              # passed below a failure: that failure is the bracket's top
+                hi = failed
+                break
+            hi *= 2
             continue
+        failed = hi
         if lo:
             break
         hi /= 2                                 # even the start fails: look below it
