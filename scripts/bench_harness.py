@@ -150,17 +150,11 @@ print(json.dumps([kv.get("result_validity"), kv.get("result_completed_samples_pe
 
 
 def sweep(probe, start: float) -> float:
-    """Highest target for which probe(target) is True: double until False, then bisect 4 times."""
-    lo, hi = 0.0, start
-    while probe(hi):
-        lo, hi = hi, hi * 2
-    for _ in range(4):
-        mid = (lo + hi) / 2 if lo else hi / 2
-        if probe(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    """Highest target for which probe(target) is True: code.common.tuning.search (double until it
+    fails, then bisect), to 1/16 of the bracket, as four bisections of a doubling step give."""
+    from code.common.tuning import search
+
+    return search(probe, start, precision=1 / 16)
 
 
 def bare_sweep(seconds: float, start: float = 20000.0) -> tuple[float, list]:
