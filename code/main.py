@@ -46,15 +46,16 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
     if action == "run_audit_harness" and not cli.get("audit_test"):
         raise HarnessError("--action=run_audit_harness needs --audit_test", "add --audit_test=TEST01 (or TEST04)")
     system = match_system(detect(), cli.get("system_name"))
-    derived = {"backend": (default_backend(system), f"detected hardware ({system.accelerator})")}
     wanted_vers = cli.get("config_ver") or ("default",)
     out = []
     for spec in specs:
+        derived = {"backend": (default_backend(system, spec), f"detected hardware ({system.accelerator})")}
         for sc in scen[spec.name] if action not in ("download_model", "download_data", "preprocess_data") \
                 else scen[spec.name][:1]:
             vers = config_vers(spec, sc, system, reg) if ALL in wanted_vers else wanted_vers
             for ver in vers:
                 values, sources, path, notes = resolve(spec, sc, system, reg, cli, ver, derived)
+                check_backend(spec, values["backend"])
                 if values["precision"] not in spec.precisions:
                     raise HarnessError(f"precision {values['precision']} is not supported by {spec.name} "
                                        f"(supported: {', '.join(spec.precisions)})",
@@ -63,6 +64,16 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
                     check_rate(spec, sc, system, reg, cli, ver, derived, values)
                 out.append(RunSettings(spec, sc, system, values, sources, path, ver, tuple(notes)))
     return cli, out
+
+
+def check_backend(spec, backend: str) -> None:
+    """An LLM benchmark runs on the LLM backends only, and the other benchmarks on the engine ones."""
+    from code.common.backends import LLM_BACKENDS, NAMES
+
+    ok = LLM_BACKENDS if spec.generates_tokens else tuple(b for b in NAMES if b not in LLM_BACKENDS)
+    if backend not in ok:
+        raise HarnessError(f"--backend={backend} does not run {spec.name} (it runs on: {', '.join(ok)})",
+                           f"use --backend={ok[-1] if spec.generates_tokens else ok[0]}, or drop --backend")
 
 
 OVERLOAD_FACTOR = 10      # a CLI rate this many times the system's configured one needs --force
@@ -90,11 +101,15 @@ def check_rate(spec, scenario, system, reg, cli, config_ver, derived, values) ->
                            f"--scenarios={scenario} --fast\"), or add --force to run it anyway")
 
 
-def default_backend(system) -> str:
+def default_backend(system, spec=None) -> str:
+    from code.common.backends import LLM_BACKENDS, backend_class
+
+    if spec is not None and spec.generates_tokens:
+        if system.accelerator != "gpu":
+            return "transformers"
+        return next((b for b in LLM_BACKENDS if backend_class(b).available()[0]), "transformers")
     if system.accelerator != "gpu":
         return "onnxruntime"
-    from code.common.backends import backend_class
-
     return "tensorrt" if backend_class("tensorrt").available()[0] else "pytorch"
 
 

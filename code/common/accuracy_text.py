@@ -11,6 +11,15 @@ PATTERNS = {
     "acc": r"^(?:\{\"accuracy|accuracy)[\": ]*=?\s*(-?[\d\.]+).*",
     "CLIP_SCORE": r".*'CLIP_SCORE':\s+'?(-?[\d.]+).*",
     "FID_SCORE": r".*'FID_SCORE':\s+'?(-?[\d.]+).*",
+    # the LLM evaluators print a dict with the reference's lower-case keys
+    "ROUGE1": r".*'rouge1':\s+'?(-?[\d.]+)'?.*",
+    "ROUGE2": r".*'rouge2':\s+'?(-?[\d.]+)'?.*",
+    "ROUGEL": r".*'rougeL':\s+'?(-?[\d.]+)'?.*",
+    "ROUGELSUM": r".*'rougeLsum':\s+'?(-?[\d.]+)'?.*",
+    "GEN_LEN": r".*'gen_len':\s(-?[\d.]+).*",
+    "TOKENS_PER_SAMPLE": r".*'tokens_per_sample':\s(-?[\d.]+).*",
+    "gsm8k_accuracy": r".*'gsm8k':\s(-?[\d.]+).*",
+    "mbxp_accuracy": r".*'mbxp':\s(-?[\d.]+).*",
 }
 HASH = re.compile(r"^hash=([\w\d]+)$")
 

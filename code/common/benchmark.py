@@ -30,6 +30,8 @@ class BenchmarkSpec:
     starting_weights: str = ""     # measurements JSON: what the reference implementation downloads
     input_data_types: Mapping[str, str] = dataclasses.field(default_factory=dict)  # precision -> input type
     watchdog_s: float = 120.0      # default stall limit (no sample completed this long): scaled per benchmark
+    generates_tokens: bool = False # an LLM: the SUT streams tokens (code.common.llm), results are tokens/s
+    backends: tuple[str, ...] = () # backends that run it, in order of preference on a GPU ("" : the engine backends)
     # Accuracy targets, submission names and audits are the round table's (code.common.rounds),
     # keyed by this package name.
 
@@ -121,7 +123,7 @@ class Benchmark(abc.ABC):
         from code.common import scenarios
 
         s = self.settings
-        if scenarios.get(s.scenario).dispatch == "inline":
+        if scenarios.dispatch_for(s.scenario, self.spec) == "inline":
             return [0]
         gpus = s.system.gpu_count if s.system.accelerator == "gpu" else 1
         return [d for _ in range(max(1, s.gpu_inference_streams)) for d in range(max(1, gpus))]

@@ -64,7 +64,14 @@ def implementation(spec: BenchmarkSpec) -> type[Benchmark]:
 
 def registry() -> Registry:
     """The whole schema: core fields + every discovered benchmark's fields."""
+    import dataclasses
+
+    from code.common.llm.fields import LLM_FIELDS
+
     fields = list(CORE_FIELDS)
+    llms = tuple(s.name for s in all_specs() if s.generates_tokens)
+    if llms:
+        fields.extend(dataclasses.replace(f, benchmarks=llms) for f in LLM_FIELDS)
     for spec in all_specs():
         fields.extend(spec.fields)
     return Registry(fields)

@@ -67,32 +67,36 @@ def explain(lg: dict[str, Any], s) -> list[str]:
         return out
     if r.get("result_min_duration_met") is False:
         out.append(_short_run(r, eff, s, sc, min_ms))
+    server = sc.loadgen_enum == "Server"
+    tokens = bool((lg.get("requested") or {}).get("requested_use_token_latencies")) and server
+    if tokens:          # LLM Server / Interactive: judged on TTFT and TPOT, not on target_latency
+        out.extend(_token_reasons(lg, s, sc))
     if r.get("result_min_queries_met") is False:
         out.append(f"min queries not met: {r.get('result_query_count')} queries ran, min_query_count is "
                    f"{eff.get('effective_min_query_count')}. Rerun longer: {rerun(s, f'--min_duration={int(min_ms * 2)}')}")
-    if sc.name == "Server" and r.get("result_perf_constraints_met") is False:
+    if server and not tokens and r.get("result_perf_constraints_met") is False:
         out.append(_server_latency(r, eff, s))
     early = lg.get("early_stopping") or {}
-    if early.get("met") is False:
+    if early.get("met") is False and not tokens:
         text = " ".join(str(x) for x in early.get("lines", ()))
         m = re.search(r"at least (\d+) more queries", text)
         more = int(m.group(1)) if m else 0
         queries = int(r.get("result_query_count") or 0)
         over = r.get("result_overlatency_query_count")
-        if (sc.name == "Server" and r.get("result_perf_constraints_met") is False) or (not more and out):
+        if (server and r.get("result_perf_constraints_met") is False) or (not more and out):
             pass        # a reason above says it; early stopping follows from it
         elif over:
             qps = eff.get("effective_target_qps") or s.values.get(sc.sizing) or 0
             out.append(f"early stopping not met: {over} of {queries} queries were over the latency bound; with so "
                        f"few queries the tail estimate cannot pass (it needs {more} more all under the bound). "
                        f"Run longer or lower the load: {rerun(s, f'--min_query_count={queries + more}')}"
-                       + (f", or {rerun(s, f'--server_target_qps={_g(0.9 * qps)}')}" if sc.name == "Server" and qps
+                       + (f", or {rerun(s, f'--server_target_qps={_g(0.9 * qps)}')}" if server and qps
                           else ""))
         else:
             out.append(f"early stopping not met: {queries} queries are too few to estimate the "
                        f"p{sc.percentile or 99} latency; it needs at least {more} more. "
                        f"Run longer: {rerun(s, f'--min_query_count={queries + more}')}")
-    if sc.name == "Server" and r.get("result_perf_constraints_met") is not False:
+    if server and r.get("result_perf_constraints_met") is not False:
         done = r.get("result_completed_samples_per_sec") or 0
         scheduled = r.get("result_scheduled_samples_per_sec") or 0
         if scheduled and done < 0.98 * scheduled:      # within the bound so far, but the backlog grows
@@ -102,6 +106,32 @@ def explain(lg: dict[str, Any], s) -> list[str]:
     if not out:
         out.append("LoadGen says INVALID without naming a constraint we know; see the Recommendations in "
                    "mlperf_log_summary.txt")
+    return out
+
+
+def _token_reasons(lg: dict[str, Any], s, sc) -> list[str]:
+    """LLM Server / Interactive runs: TTFT and TPOT p99 against their bounds, and their early-stopping
+    estimates (each needs enough queries of its own)."""
+    r, req = lg.get("results") or {}, lg.get("requested") or {}
+    out = []
+    qps = (lg.get("effective") or {}).get("effective_target_qps") or s.values.get("server_target_qps") or 0
+    for name, key, limit in (("TTFT", "result_first_token_99.00_percentile_latency_ns", "requested_server_ttft_latency"),
+                             ("TPOT", "result_time_per_output_token_99.00_percentile_ns", "requested_server_tpot_latency")):
+        v, bound = r.get(key), req.get(limit)
+        if v is not None and bound and v > bound:
+            out.append(f"{name} p99 {_ms(v)} is over the {_ms(bound)} bound: the system cannot hold it at "
+                       f"{_g(qps)} queries/s. Lower the load: {rerun(s, f'--server_target_qps={_g(0.8 * qps)}')}")
+    if out:
+        return out
+    queries = int(r.get("result_query_count") or 0)
+    for name, key in (("TTFT", "early_stopping_ttft_result"), ("TPOT", "early_stopping_tpot_result")):
+        text = str(((lg.get("early_stopping") or {}).get("raw") or {}).get(key) or "")
+        m = re.search(r"at least (\d+) more queries", text)
+        if m:
+            more = int(m.group(1))
+            out.append(f"{name} early stopping not met: {queries} queries are too few to estimate the p99 {name} "
+                       f"(it needs {more} more, all within the bound). Run longer: "
+                       f"{rerun(s, f'--min_query_count={queries + more}')}")
     return out
 
 

@@ -209,13 +209,15 @@ CORE_FIELDS: tuple[Field, ...] = (
           aliases=("test_run",), flag_value=True, config=False, actions=RUN + ("info",)),
     Field("model_variant", parse_str, "reference", "reference: the real MLPerf model; tiny: seeded small model + synthetic data.",
           choices=VARIANTS, config=False),
-    Field("backend", parse_str, None, "Inference backend. Default: tensorrt on NVIDIA GPUs, else onnxruntime.",
+    Field("backend", parse_str, None, "Inference backend. Default: tensorrt on NVIDIA GPUs, else onnxruntime; LLM "
+          "benchmarks: tensorrt_llm, else vllm, else transformers on GPUs, transformers on CPUs.",
           choices=BACKENDS),
     Field("data_dir", parse_str, None, "Folder holding the dataset files to use instead of downloading them "
           "(e.g. a local copy of the official files).", config=False, actions=DATA + RUN),
     # --- engine and batching ---
     Field("gpu_batch_size", parse_batch_size, 1, "Batch size (or per-component mapping, e.g. clip1:8,unet:8,vae:2)."),
-    Field("precision", parse_str, "fp32", "Engine precision.", choices=("fp32", "fp16", "int8", "fp8")),
+    Field("precision", parse_str, "fp32", "Engine precision (bf16: LLM backends).",
+          choices=("fp32", "fp16", "bf16", "int8", "fp8")),
     Field("gpu_copy_streams", parse_int, 1, "Accepted for NVIDIA-config compatibility; only 1 is supported: each "
           "TensorRT worker copies on its own compute stream, and copies overlap other workers' compute. Use "
           "gpu_inference_streams for more overlap.", minimum=1, maximum=1),

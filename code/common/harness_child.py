@@ -76,7 +76,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
     ts = lg.TestSettings()
     ts.scenario = getattr(lg.TestScenario, lg_scenario)
     ts.mode = getattr(lg.TestMode, control.test_mode)
-    if ts.FromConfig("user.conf", spec.loadgen_model, lg_scenario) != 0:
+    if ts.FromConfig("user.conf", settings.loadgen_model, lg_scenario) != 0:
         raise RuntimeError("LoadGen rejected user.conf")
     if settings.values.get("round"):
         # Filing for another round than the installed LoadGen's: that round's seeds (user.conf cannot
@@ -88,21 +88,29 @@ def run(req: dict, stage: Path, result: dict) -> None:
     if req.get("audit"):
         if not Path("audit.config").exists():
             raise RuntimeError("audit run without audit.config in the working directory")
-        ts.FromConfig("audit.config", spec.loadgen_model, lg_scenario, 2)
+        ts.FromConfig("audit.config", settings.loadgen_model, lg_scenario, 2)
 
     t0 = time.time()
     qsl_impl = bench.make_qsl()
-    if control.null_processor:
-        bs = settings.batch_size() if not isinstance(settings.gpu_batch_size, dict) else 1
-        procs = [NullProcessor(bs, control.null_service_ms / 1000) for _ in bench.workers()]
+    dispatch = scenarios.dispatch_for(settings.scenario, spec)
+    if dispatch == "stream":           # an LLM: token streaming over generation workers (code.common.llm)
+        from code.common.llm.sut import StreamingSUT
+
+        procs = bench.null_processors() if control.null_processor else bench.make_processors(qsl_impl, engines)
+        gen = bench.generation()
+        sut_impl = StreamingSUT(lg, procs, qsl_impl.prompt, max_new_tokens=gen.max_new_tokens,
+                                min_new_tokens=gen.min_new_tokens, token_latencies=bool(ts.use_token_latencies))
     else:
-        procs = bench.make_processors(qsl_impl, engines)
-        if control.use_cached_responses:
-            procs = [CachingProcessor(p) for p in procs]
-    dispatch = scenarios.get(settings.scenario).dispatch
-    sut_impl = BatchingSUT(lg, dispatch, procs, bench.batch_timeout_s())
+        if control.null_processor:
+            bs = settings.batch_size() if not isinstance(settings.gpu_batch_size, dict) else 1
+            procs = [NullProcessor(bs, control.null_service_ms / 1000) for _ in bench.workers()]
+        else:
+            procs = bench.make_processors(qsl_impl, engines)
+            if control.use_cached_responses:
+                procs = [CachingProcessor(p) for p in procs]
+        sut_impl = BatchingSUT(lg, dispatch, procs, bench.batch_timeout_s())
     sut_impl.start()
-    if settings.fast and control.test_mode == "PerformanceOnly" and not req.get("audit"):
+    if settings.fast and control.test_mode == "PerformanceOnly" and not req.get("audit") and dispatch != "stream":
         result["fast_sizing"] = fast_sizing.size(ts, settings, procs, qsl_impl)   # ~1 minute on this machine
         if result["fast_sizing"]:
             f = result["fast_sizing"]
@@ -113,7 +121,8 @@ def run(req: dict, stage: Path, result: dict) -> None:
                                              ts.server_target_latency_percentile, queries,
                                              max(1, procs[0].batch_size), len(procs))
     if control.verbose:
-        print(f"[child] set-up {time.time() - t0:.1f}s; {len(procs)} worker(s), batch {sut_impl.batch_size}", flush=True)
+        print(f"[child] set-up {time.time() - t0:.1f}s; {len(procs)} worker(s), batch "
+              f"{getattr(sut_impl, 'batch_size', settings.values.get('gpu_batch_size'))}", flush=True)
     limit = settings.watchdog_s or spec.watchdog_s
     expected = monitor.expected_samples(ts, settings.scenario, control.test_mode, qsl_impl.total_count)
     mon = monitor.Monitor(sut_impl, limit, expected, f"{settings.benchmark} {settings.scenario}",
@@ -134,6 +143,8 @@ def run(req: dict, stage: Path, result: dict) -> None:
     lg.DestroyQSL(qsl)
     lg.DestroySUT(sut)
     result["completed_samples"] = sut_impl.completed
+    if dispatch == "stream":
+        result["generation"] = sut_impl.stats()
     if sut_impl.overload is not None:
         result["overload"] = {**sut_impl.overload, "shed": sut_impl.shed,
                               "target_qps": ts.server_target_qps}

@@ -38,6 +38,17 @@ def set_latest(path: Path) -> None:
 def _metric(m: dict) -> str:
     from code.common import scenarios
 
+    tok = m.get("tokens")
+    if tok and tok.get("tokens_per_second") is not None:      # an LLM: tokens/s, and TTFT/TPOT against their bounds
+        out = f"{tok['tokens_per_second']:.2f} tokens/s"
+        if m.get("scenario") == "SingleStream":
+            out = scenarios.get("SingleStream").format_metric(m.get("metric_value")) + f", {out}"
+        if tok.get("ttft_p99_ns") is not None:
+            def ms(v):
+                return "?" if v is None else f"{v / 1e6:.4g}"
+            out += (f"; TTFT p99 {ms(tok['ttft_p99_ns'])}/{ms(tok.get('ttft_limit_ns'))} ms"
+                    f", TPOT p99 {ms(tok['tpot_p99_ns'])}/{ms(tok.get('tpot_limit_ns'))} ms")
+        return out
     return scenarios.get(m.get("scenario", "Offline")).format_metric(m.get("metric_value"))
 
 

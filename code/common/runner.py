@@ -33,7 +33,7 @@ from code.common.settings import RunControl, RunSettings
 
 def user_conf_text(s: RunSettings, control: RunControl) -> str:
     """The one place run settings become LoadGen settings (user.conf, loaded with FromConfig)."""
-    m, sc = s.spec.loadgen_model, scenarios.get(s.scenario).loadgen_enum
+    m, sc = s.loadgen_model, scenarios.get(s.scenario).loadgen_enum
     lines = [f"# written by the harness for {s.benchmark} {sc} on {s.system_id} ({control.test_mode})"]
 
     def put(key, value):
@@ -231,6 +231,34 @@ def _claim(stage: Path, log_dir: Path) -> Path:
     raise HarnessError(f"no free folder name beside {log_dir}", "clean up build/logs")
 
 
+def token_metrics(lg: dict, s: RunSettings) -> dict | None:
+    """LLM runs: tokens/s (the checker's result field), TTFT/TPOT p99 against their bounds (Server and
+    Interactive), from LoadGen's detail log."""
+    if not s.spec.generates_tokens:
+        return None
+    res, eff = lg["results"], lg["effective"]
+    try:
+        field = s.round_entry().result_field.get(scenarios.get(s.scenario).loadgen_enum)
+    except HarnessError:
+        field = None
+    out = {"result_field": field, "tokens_per_second": res.get(field) if field else None}
+    for key in ("result_tokens_per_second", "result_completed_tokens_per_second", "result_inferred_tokens_per_second",
+                "result_inferred_completed_tokens_per_second"):
+        if res.get(key) is not None:
+            out["tokens_per_second"] = out["tokens_per_second"] or res[key]
+    ttft, tpot = res.get("result_first_token_99.00_percentile_latency_ns"), res.get("result_time_per_output_token_99.00_percentile_ns")
+    if ttft is not None:
+        out.update({"ttft_p99_ns": ttft, "tpot_p99_ns": tpot,
+                    "ttft_limit_ns": lg["requested"].get("requested_server_ttft_latency"),
+                    "tpot_limit_ns": lg["requested"].get("requested_server_tpot_latency"),
+                    "ttft_mean_ns": res.get("result_first_token_mean_latency_ns")})
+    samples = res.get("result_samples_per_second") or res.get("result_completed_samples_per_sec")
+    if samples and out["tokens_per_second"]:
+        out["tokens_per_sample"] = round(out["tokens_per_second"] / samples, 2)
+    out["effective_sample_concatenate_permutation"] = eff.get("effective_sample_concatenate_permutation")
+    return out
+
+
 def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, child: dict, err: str | None,
                    started, wall: float) -> dict[str, Any]:
     test_mode = control.test_mode
@@ -250,7 +278,7 @@ def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, 
         invalid_reasons.insert(0, explain.overload(overload, s))
     return {
         "schema": 2,
-        "benchmark": s.benchmark, "log_name": s.log_name, "loadgen_model": s.spec.loadgen_model,
+        "benchmark": s.benchmark, "log_name": s.log_name, "loadgen_model": s.loadgen_model,
         "accuracy_target": s.accuracy_target, "round": s.values.get("round"),
         "scenario": s.scenario, "test_mode": test_mode, "audit_test": control.audit_test,
         "system_id": s.system_id, "system_name": s.system_name, "config_ver": s.config_ver,
@@ -266,6 +294,7 @@ def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, 
         "loadgen_warnings": lg["loadgen_warnings"], "effective": lg["effective"], "results": lg["results"],
         "invalid_reasons": invalid_reasons, "overload": overload, "stall": child.get("stall"),
         "fast_sizing": child.get("fast_sizing"),
+        "generation": child.get("generation"), "tokens": token_metrics(lg, s),
         "accuracy": child.get("accuracy"),
         "completed_samples": child.get("completed_samples"),
         "engines": child.get("engines", {}),

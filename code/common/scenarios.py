@@ -11,6 +11,12 @@ Dispatch modes (``code.common.sut``):
 - ``batcher``: one batcher thread fills batches up to a time limit (Server);
 - ``inline``: work runs on LoadGen's issue thread (SingleStream, MultiStream: the next query comes
   only after this one completes).
+- ``stream``: generation benchmarks (LLMs) in every scenario (``dispatch_for``): each sample joins an
+  in-flight batch between decode steps and completes token by token (``code.common.llm.sut``):
+  ``FirstTokenComplete`` at its first token, ``QuerySamplesComplete`` with ``n_tokens`` at its last.
+
+``Interactive`` is LoadGen's Server scenario under the model's ``-interactive`` mlperf.conf name
+(tighter TTFT/TPOT bounds): ``loadgen_model`` says which name a run loads.
 """
 from __future__ import annotations
 
@@ -60,6 +66,7 @@ class Scenario:
     loadgen_scenario: str = ""      # LoadGen's TestScenario name when it differs (Interactive runs as Server)
     audit_short_latency_ns: int = 0 # TEST01/TEST04 allow 20% instead of 10% at or below this latency
     summary_score: str = ""         # regex of the mlperf_log_summary.txt line the official TEST04 check scores
+    loadgen_model_suffix: str = ""  # appended to the mlperf.conf model name ("-interactive")
 
     @property
     def loadgen_enum(self) -> str:
@@ -87,6 +94,15 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              sizing="server_target_qps", scales_with_devices=True, audit_scaled="server_target_qps",
              summary_score="Completed samples per second",
              official_bounds=("target_latency",)),
+    # LLMs only (their BenchmarkSpec lists it): Server with the "-interactive" TTFT/TPOT bounds
+    Scenario("Interactive", "batcher", "completed_samples_per_second", "result_completed_samples_per_sec",
+             "samples/s", False, "result_completed_samples_per_sec",
+             ("server_target_qps", "server_target_latency_ns", "server_batch_timeout_ms"),
+             (ConfKey("server_target_qps", "target_qps", _g),
+              ConfKey("server_target_latency_ns", "target_latency", _ns_to_ms)),
+             sizing="server_target_qps", scales_with_devices=True, audit_scaled="server_target_qps",
+             summary_score="Completed samples per second", loadgen_scenario="Server",
+             loadgen_model_suffix="-interactive"),
     Scenario("SingleStream", "inline", "90th_percentile_latency_ns", "result_90.00_percentile_latency_ns", "ns", True,
              "early_stopping_latency_ss", ("single_stream_expected_latency_ns",),
              (ConfKey("single_stream_expected_latency_ns", "target_latency", _ns_to_ms),),
@@ -113,6 +129,17 @@ def get(name: str) -> Scenario:
                            f"use --scenarios= one or more of {','.join(NAMES)}") from None
 
 
+def dispatch_for(scenario: str, spec=None) -> str:
+    """How the SUT dispatches this scenario's queries for ``spec`` (a BenchmarkSpec): ``stream`` for
+    generation benchmarks in every scenario, else the scenario's own mode."""
+    return "stream" if spec is not None and getattr(spec, "generates_tokens", False) else get(scenario).dispatch
+
+
+def loadgen_model(model: str, scenario: str) -> str:
+    """The mlperf.conf model name a run of ``scenario`` loads (``llama2-70b-interactive`` for Interactive)."""
+    return model + get(scenario).loadgen_model_suffix
+
+
 def scoped_settings() -> set[str]:
     """Every setting some scenario claims; the others apply to all scenarios."""
     return {n for s in SCENARIOS.values() for n in s.settings}
@@ -129,12 +156,17 @@ def scenarios_of(setting: str) -> tuple[str, ...] | None:
     return tuple(s.name for s in SCENARIOS.values() if setting in s.settings)
 
 
+# LLM token-latency bounds (fields of the LLM layer, code.common.llm.fields): user.conf in ms
+TOKEN_CONF_KEYS = (ConfKey("ttft_latency_ns", "ttft_latency", _ns_to_ms), ConfKey("tpot_latency_ns", "tpot_latency", _ns_to_ms))
+
+
 def conf_lines(scenario: str, model: str, values: dict[str, Any], *, audit_factor: float | None = None) -> list[str]:
     """user.conf lines for one scenario's settings (the scenario part of the one settings->LoadGen
-    function, ``code.common.runner.user_conf_text``)."""
+    function, ``code.common.runner.user_conf_text``). ``model`` is the mlperf.conf name (``loadgen_model``)."""
     sc = SCENARIOS[scenario]
     out = []
-    for ck in sc.conf_keys:
+    keys = sc.conf_keys + (TOKEN_CONF_KEYS if sc.loadgen_enum == "Server" else ())
+    for ck in keys:
         v = values.get(ck.setting)
         if v is None or v == ck.skip:
             continue

@@ -81,6 +81,13 @@ class RunSettings:
         return self.spec.name
 
     @property
+    def loadgen_model(self) -> str:
+        """The mlperf.conf model name this run loads (``llama2-70b-interactive`` for Interactive)."""
+        from code.common import scenarios
+
+        return scenarios.loadgen_model(self.spec.loadgen_model, self.scenario)
+
+    @property
     def system_id(self) -> str:
         return self.system.system_id
 
@@ -106,7 +113,16 @@ class RunSettings:
     @property
     def accuracy_target(self) -> str:
         """"99" or "99.9": --accuracy_target, else 99.9 under config_ver high_accuracy (NVIDIA's convention)."""
-        return self.values.get("accuracy_target") or ("99.9" if self.config_ver == "high_accuracy" else "99")
+        given = self.values.get("accuracy_target") or ("99.9" if self.config_ver == "high_accuracy" else None)
+        if given:
+            return given
+        from code.common import rounds       # a round that files only one variant (v6.1: llama2-70b-99.9) means it
+
+        try:
+            have = {e.accuracy_variant for e in rounds.current(self.values.get("round")).entries(self.benchmark)}
+        except Exception:  # noqa: BLE001 - no LoadGen / unknown round: the plain default
+            have = set()
+        return "99.9" if have == {"99.9"} else "99"
 
     def round_entry(self):
         """This run's entry in the round table (submission name, accuracy targets, audits)."""

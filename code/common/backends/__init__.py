@@ -10,7 +10,12 @@ _IMPLS = {
     "onnxruntime": "code.common.backends.onnxruntime:OnnxRuntimeBackend",
     "tensorrt": "code.common.backends.tensorrt:TensorRTBackend",
     "pytorch": "code.common.backends.pytorch:PyTorchBackend",
+    # LLM backends (code.common.llm.backends): generation, not ONNX engines
+    "transformers": "code.common.llm.backends:TransformersBackend",
+    "vllm": "code.common.llm.backends:VLLMBackend",
+    "tensorrt_llm": "code.common.llm.backends:TensorRTLLMBackend",
 }
+LLM_BACKENDS = ("tensorrt_llm", "vllm", "transformers")   # an LLM benchmark's preference order on a GPU
 
 
 NAMES: tuple[str, ...] = tuple(_IMPLS)   # the schema's --backend choices

@@ -1,0 +1,458 @@
+"""Fetching LLM checkpoints and datasets: the MLCommons R2 downloader's protocol in Python, Hugging
+Face snapshots pinned to a commit, and copies from a local folder (``--data_dir``).
+
+Everything is staged and renamed into place only once verified, so an interrupted or corrupt
+download never appears under its final name; a re-run resumes (R2 files with HTTP Range requests,
+Hugging Face files that already verify are not fetched again). Errors are one-line HarnessErrors
+naming the cause and the command that fixes it.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from code.common import fileio
+from code.common.errors import HarnessError, MissingDataError, from_os_error
+
+# --- MLCommons R2 ----------------------------------------------------------------------------------
+#
+# What mlc-r2-downloader.sh (github.com/mlcommons/r2-downloader, main, 2026) does with
+# ``<host>/<dir>/<name>.uri``, and what r2_download reproduces:
+#   1. GET the .uri file (wget --max-redirect=0): its text is the base URL of the dataset folder,
+#      e.g. https://inference.mlcommons-storage.org/gpt-j/checkpoint-final
+#   2. GET ``<host>/<dir>/<name>.md5`` (same folder, same name, .md5): md5sum-format lines
+#      ``<32 lowercase hex>  <path>``, the path relative to the base URL, optionally with "./".
+#   3. GET ``<base URL>/<path>`` for every line into ``<download dir>/<path>`` (wget --continue -x
+#      --cut-dirs, i.e. the folder structure below the base URL is kept).
+#   4. ``md5sum -c <name>.md5`` in the download dir (the list is copied there).
+# Private buckets (e.g. llama2.mlcommons-storage.org, MLCommons members only) sit behind Cloudflare
+# Access: the script detects it from a redirect to ``*.cloudflareaccess.com`` / ``/cdn-cgi/access/``
+# and logs in through a browser (cloudflared) or a service token (-s, $CF_ACCESS_CLIENT_ID /
+# $CF_ACCESS_CLIENT_SECRET). That login is not reproduced here: such a download is done with the
+# official script (see run_r2_script), and its result verified with the md5 list it leaves behind.
+# The metadata (.uri/.md5) source of truth is github.com/mlcommons/r2-infra (<bucket>/metadata/).
+
+R2_SCRIPT_URL = "https://raw.githubusercontent.com/mlcommons/r2-downloader/refs/heads/main/mlc-r2-downloader.sh"
+R2_SCRIPT_ENV = "MLPERF_R2_DOWNLOADER"     # path to a local copy of mlc-r2-downloader.sh (fallback for private buckets)
+_MD5_LINE = re.compile(r"^([0-9a-fA-F]{32})[ \t]+\*?(.+)$")
+_ACCESS_MARKS = ("cloudflareaccess.com", "/cdn-cgi/access/")
+
+
+def r2_command(uri_url: str, dest_dir: str | os.PathLike) -> str:
+    """The official download command for ``uri_url`` into ``dest_dir``."""
+    return f"bash <(curl -s {R2_SCRIPT_URL}) -d {dest_dir} {uri_url}"
+
+
+def r2_metadata_urls(uri_url: str) -> tuple[str, str]:
+    """(``uri_url`` without query/fragment, the URL of its .md5 file list), as the script forms them."""
+    parts = urllib.parse.urlsplit(uri_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or not parts.path.endswith(".uri"):
+        raise HarnessError(f"not an R2 metadata URL: {uri_url}",
+                           "pass the https://<bucket>.mlcommons-storage.org/metadata/<name>.uri URL "
+                           "from the benchmark's README")
+    base = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    return base, base[: -len(".uri")] + ".md5"
+
+
+def parse_md5_list(text: str, source: str = "the md5 list") -> list[tuple[str, str]]:
+    """[(md5, relative path)] from md5sum-format text; a leading "./" is dropped. A line that is not
+    ``<md5> <path>``, or a path that is absolute or climbs out with "..", is an error."""
+    entries: list[tuple[str, str]] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        m = _MD5_LINE.match(line)
+        if m is None:
+            raise HarnessError(f"{source}:{n}: not an md5sum line: {line[:80]!r}",
+                               "the MLCommons metadata changed or was corrupted in transit; retry, or report it")
+        md5, path = m.group(1).lower(), m.group(2)
+        while path.startswith("./"):
+            path = path[2:]
+        if not path or path.startswith("/") or ".." in Path(path).parts:
+            raise HarnessError(f"{source}:{n}: unsafe path {path!r}", "report the bad MLCommons metadata file")
+        entries.append((md5, path))
+    if not entries:
+        raise HarnessError(f"{source} lists no files", "retry; if it persists the MLCommons metadata is broken")
+    return entries
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):   # like wget --max-redirect=0
+        return None
+
+
+def _access_required(uri_url: str, dest_dir: Path) -> HarnessError:
+    return HarnessError(
+        f"{uri_url} is behind MLCommons' Cloudflare Access login (a members-only bucket)",
+        f"download it with the official script, which logs you in: {r2_command(uri_url, dest_dir)} "
+        f"(or set ${R2_SCRIPT_ENV} to a local copy of mlc-r2-downloader.sh to have it run for you), then re-run", 3)
+
+
+def fetch_text(url: str, timeout: float = 60.0) -> str:
+    """GET a small text file (R2 metadata), honouring $MLPERF_DOWNLOAD_MIRROR, following no
+    redirect (a redirect from an R2 domain is the Cloudflare Access login). Raises PermissionError
+    for a login redirect or HTTP 401/403; other failures raise their urllib exception."""
+    src = fileio.mirrored(url)
+    opener = urllib.request.build_opener(_NoRedirect)
+    req = urllib.request.Request(src, headers={"User-Agent": "mlperf-harness/1.0"})
+    try:
+        with opener.open(req, timeout=timeout) as r:
+            body = r.read()
+            final = r.geturl()
+    except urllib.error.HTTPError as e:
+        loc = e.headers.get("Location", "") if e.headers else ""
+        if e.code in (401, 403) or (300 <= e.code < 400 and any(m in loc for m in _ACCESS_MARKS)):
+            raise PermissionError(f"HTTP {e.code}") from None
+        raise
+    text = body.decode("utf-8", "replace")
+    if any(m in final for m in _ACCESS_MARKS) or text.lstrip()[:15].lower().startswith(("<!doctype", "<html")):
+        raise PermissionError("login page")
+    return text
+
+
+def _fetch_metadata(url: str, uri_url: str, dest_dir: Path) -> str:
+    try:
+        return fetch_text(url)
+    except PermissionError:
+        raise _access_required(uri_url, dest_dir) from None
+    except urllib.error.HTTPError as e:
+        raise HarnessError(f"could not fetch R2 metadata {url}: HTTP {e.code}",
+                           f"check the URL; retry later, or download with {r2_command(uri_url, dest_dir)}", 3) from None
+    except Exception as e:    # DNS, refused, timeout
+        raise HarnessError(f"could not fetch R2 metadata {url}: {type(e).__name__}: {e}".replace("\n", " "),
+                           f"check network access to {urllib.parse.urlsplit(url).netloc} "
+                           f"(${fileio.MIRROR_ENV} names a mirror), then re-run", 3) from None
+
+
+def r2_download(uri_url: str, dest_dir: Path, log=print, *, include: Callable[[str], bool] | None = None,
+                expect_md5: dict[str, str] | None = None) -> list[Path]:
+    """Download an MLCommons R2 dataset/model described by its ``.uri`` metadata URL into
+    ``dest_dir``, as mlc-r2-downloader.sh does (see the notes above); returns the files' paths.
+
+    Verified: every file against the md5 the MLCommons ``<name>.md5`` list gives for it (the same
+    check as the script's ``md5sum -c``), before it is renamed into place (fileio.download: a file
+    already present is reused only if its md5 matches; an interrupted one resumes). With
+    ``expect_md5`` ({path: md5}, pinned from github.com/mlcommons/r2-infra) the list fetched must
+    also agree with the pins, so a changed upstream file is an error rather than a silent change.
+    ``include`` selects which listed paths to fetch (default all). The md5 lines of the files
+    fetched are written to ``dest_dir/<name>.md5`` last, as the record of what was verified.
+
+    Not verified (nothing to verify it against): the .uri/.md5 metadata themselves, beyond
+    ``expect_md5``. A members-only bucket (Cloudflare Access) cannot be logged into from here: the
+    error names the official command; with $MLPERF_R2_DOWNLOADER set to a local copy of the script it
+    is run instead (run_r2_script) and its files are then verified against the same md5 list.
+    """
+    dest_dir = Path(dest_dir)
+    uri, md5_url = r2_metadata_urls(uri_url)
+    name = Path(urllib.parse.urlsplit(uri).path).name[: -len(".uri")]
+    try:
+        base = _fetch_metadata(uri, uri_url, dest_dir).strip().rstrip("/")
+        md5_text = _fetch_metadata(md5_url, uri_url, dest_dir)
+    except HarnessError as e:
+        if "Cloudflare Access" in e.cause and os.environ.get(R2_SCRIPT_ENV):
+            return run_r2_script(uri_url, dest_dir, log=log, include=include, expect_md5=expect_md5)
+        raise
+    if not re.match(r"^https?://[^/\s]+/?\S*$", base):
+        raise HarnessError(f"{uri} does not hold a base URL (got {base[:80]!r})",
+                           f"retry; or download with {r2_command(uri_url, dest_dir)}", 3)
+    entries = _select(parse_md5_list(md5_text, md5_url), include, expect_md5, md5_url)
+    fix = f"re-run to resume, or download with {r2_command(uri_url, dest_dir)}"
+    out = []
+    for i, (md5, path) in enumerate(entries, 1):
+        url = f"{base}/{urllib.parse.quote(path, safe='/')}"
+        dest = dest_dir / path
+        fileio.download(url, dest, md5=md5, fix=fix)
+        log(f"[r2] {i}/{len(entries)} {path}: md5 {md5} ok")
+        out.append(dest)
+    # The record of what was verified, in md5sum -c format (only the files fetched).
+    fileio.write_text(dest_dir / f"{name}.md5", "".join(f"{m}  {p}\n" for m, p in entries))
+    return out
+
+
+def _select(entries, include, expect_md5, source) -> list[tuple[str, str]]:
+    if include is not None:
+        entries = [(m, p) for m, p in entries if include(p)]
+    if expect_md5:
+        listed = dict((p, m) for m, p in entries)
+        for path, want in expect_md5.items():
+            if path in listed and listed[path] != want.lower():
+                raise HarnessError(f"{source} gives md5 {listed[path]} for {path}, but this harness pins {want}",
+                                   "MLCommons changed the file: check the benchmark README and update the pin", 3)
+            if path not in listed:
+                raise HarnessError(f"{source} no longer lists {path}",
+                                   "MLCommons changed the dataset: check the benchmark README and update the pin", 3)
+    if not entries:
+        raise HarnessError(f"{source}: none of the listed files is wanted", "report it: the file names changed", 3)
+    return entries
+
+
+def verify_md5_list(dest_dir: Path, entries: Sequence[tuple[str, str]], fix: str) -> list[Path]:
+    """Check that every (md5, path) of ``entries`` exists under ``dest_dir`` with that md5 (what
+    ``md5sum -c`` does); the first missing or mismatching file is a MissingDataError."""
+    out = []
+    for md5, path in entries:
+        p = Path(dest_dir) / path
+        if not p.is_file():
+            raise MissingDataError(f"{p} is missing", fix)
+        got = fileio.md5_file(p)
+        if got != md5:
+            raise MissingDataError(f"{p}: md5 {got}, the MLCommons list says {md5} (corrupt or partial)", fix)
+        out.append(p)
+    return out
+
+
+def run_r2_script(uri_url: str, dest_dir: Path, log=print, *, include: Callable[[str], bool] | None = None,
+                  expect_md5: dict[str, str] | None = None, script: str | None = None) -> list[Path]:
+    """Fallback: run a local copy of the official mlc-r2-downloader.sh (``script`` or
+    $MLPERF_R2_DOWNLOADER; never fetched and piped to bash from here) with ``-d dest_dir``, adding
+    ``-s`` when $CF_ACCESS_CLIENT_ID/$CF_ACCESS_CLIENT_SECRET hold a service token; then verify
+    the files it wrote against the md5 list it leaves in ``dest_dir`` (the script checks them too)."""
+    dest_dir = Path(dest_dir)
+    script = script or os.environ.get(R2_SCRIPT_ENV)
+    if not script or not Path(script).is_file():
+        raise HarnessError(f"${R2_SCRIPT_ENV} does not name a file ({script})",
+                           f"curl -o mlc-r2-downloader.sh {R2_SCRIPT_URL}; export {R2_SCRIPT_ENV}=$PWD/mlc-r2-downloader.sh")
+    missing = [t for t in ("bash", "wget", "curl", "md5sum") if shutil.which(t) is None]
+    if missing:
+        raise HarnessError(f"the R2 downloader script needs {', '.join(missing)}, not found on PATH",
+                           f"install {' '.join(missing)} (e.g. apt-get install {' '.join(missing)}), then re-run")
+    cmd = ["bash", str(script)]
+    if os.environ.get("CF_ACCESS_CLIENT_ID") and os.environ.get("CF_ACCESS_CLIENT_SECRET"):
+        cmd.append("-s")
+    cmd += ["-d", str(dest_dir), uri_url]
+    log(f"[r2] running {' '.join(cmd)}")
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    rc = subprocess.call(cmd)
+    if rc != 0:
+        raise HarnessError(f"mlc-r2-downloader.sh exited with status {rc}",
+                           f"see its output above; re-run to resume ({r2_command(uri_url, dest_dir)})", 3)
+    _, md5_url = r2_metadata_urls(uri_url)
+    listing = dest_dir / Path(urllib.parse.urlsplit(md5_url).path).name
+    if not listing.is_file():
+        raise HarnessError(f"mlc-r2-downloader.sh left no {listing.name} in {dest_dir}",
+                           f"re-run {r2_command(uri_url, dest_dir)}", 3)
+    entries = _select(parse_md5_list(listing.read_text(), str(listing)), include, expect_md5, str(listing))
+    return verify_md5_list(dest_dir, entries, f"re-run {r2_command(uri_url, dest_dir)}")
+
+
+# --- Hugging Face -----------------------------------------------------------------------------------
+
+HF = "https://huggingface.co"
+
+
+def hf_page(repo_id: str, repo_type: str = "model") -> str:
+    return f"{HF}/{repo_id}" if repo_type == "model" else f"{HF}/{repo_type}s/{repo_id}"
+
+
+def _import_hf():
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise HarnessError("huggingface_hub is not installed", "pip install -r requirements.txt") from None
+    return huggingface_hub
+
+
+def hf_error(e: BaseException, repo_id: str, *, repo_type: str = "model", token_env: str = "HF_TOKEN",
+             rerun: str = "re-run") -> HarnessError:
+    """A huggingface_hub / network exception as a one-line HarnessError with its fix."""
+    _import_hf()
+    import huggingface_hub.errors as errs
+    page = hf_page(repo_id, repo_type)
+    status = getattr(getattr(e, "response", None), "status_code", None)
+    first = (str(e).splitlines() or [type(e).__name__])[0][:160]
+    token_fix = (f"accept the license at {page} (logged in), create a read token at {HF}/settings/tokens "
+                 f"and set {token_env}=<token> (export {token_env}=hf_...), then {rerun}")
+    if isinstance(e, errs.GatedRepoError) or status in (401, 403):
+        why = "gated: its license is not accepted for this account" if isinstance(e, errs.GatedRepoError) or status == 403 \
+            else "gated or private and no valid token was sent"
+        return MissingDataError(f"{repo_id}: access denied (HTTP {status or 403}): the repository is {why}", token_fix)
+    if isinstance(e, errs.RevisionNotFoundError):
+        return MissingDataError(f"{repo_id}: revision not found ({first})", f"check the pinned revision at {page}")
+    if isinstance(e, errs.RepositoryNotFoundError) or status == 404:
+        return MissingDataError(f"{repo_id}: repository not found on {HF} (HTTP {status or 404})",
+                                f"check the name at {page}; if it is private or gated, {token_fix}")
+    if isinstance(e, errs.OfflineModeIsEnabled) or os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return MissingDataError(f"cannot download {repo_id}: Hugging Face offline mode is on (HF_HUB_OFFLINE)",
+                                f"unset HF_HUB_OFFLINE (on a machine with network access), then {rerun}")
+    if isinstance(e, OSError) and getattr(e, "errno", None):
+        fs = from_os_error(e)
+        if fs is not None:
+            return fs
+    if status is not None:
+        return MissingDataError(f"{repo_id}: Hugging Face answered HTTP {status} ({first})",
+                                f"retry later; check {page}, then {rerun}")
+    return MissingDataError(f"cannot reach {HF} for {repo_id}: {type(e).__name__}: {first}",
+                            f"check network access to huggingface.co (or set HF_ENDPOINT to a mirror), then {rerun}")
+
+
+def _token(token_env: str) -> str | None:
+    return os.environ.get(token_env) or None      # None: huggingface_hub's own login (HF_TOKEN, `hf auth login`)
+
+
+def git_blob_sha1(path: str | os.PathLike) -> str:
+    """The id git (and the Hub, for non-LFS files) records for a file: sha1 of "blob <size>\\0" + bytes."""
+    h = hashlib.sha1()
+    h.update(f"blob {os.path.getsize(path)}\0".encode())
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def hf_file_ok(path: Path, sibling) -> str | None:
+    """None when ``path`` matches the Hub's record of it (size; sha256 for LFS files, git blob id
+    otherwise), else why not."""
+    if not path.is_file():
+        return "missing"
+    size = getattr(sibling, "size", None)
+    lfs = getattr(sibling, "lfs", None)
+    if lfs is not None and getattr(lfs, "size", None) is not None:
+        size = lfs.size
+    if size is not None and path.stat().st_size != size:
+        return f"size {path.stat().st_size}, the Hub says {size}"
+    if lfs is not None and getattr(lfs, "sha256", None):
+        got = fileio.sha256_file(path)
+        return None if got == lfs.sha256 else f"sha256 {got}, the Hub says {lfs.sha256}"
+    blob = getattr(sibling, "blob_id", None)
+    if blob:
+        got = git_blob_sha1(path)
+        return None if got == blob else f"git blob id {got}, the Hub says {blob}"
+    return None
+
+
+def hf_snapshot(repo_id: str, dest: Path, *, allow_patterns: Sequence[str] | None = None, revision: str | None = None,
+                token_env: str = "HF_TOKEN", repo_type: str = "model", record: str | None = "download.json",
+                rerun: str = "re-run", log=print) -> Path:
+    """Files of ``repo_id`` (those matching ``allow_patterns``) into the folder ``dest``.
+
+    The revision (default: the main branch) is first resolved to a commit sha, and everything is
+    fetched at that commit; the sha is recorded in ``dest/<record>`` (written last, so its presence
+    means the snapshot completed). Files go to a staging folder beside ``dest``
+    (``.<dest>.hf-<sha>``, kept across failures so huggingface_hub resumes) and are moved into
+    ``dest`` one by one once verified; other files already in ``dest`` are left alone (so a snapshot
+    can add files to a folder, e.g. a tokenizer beside a checkpoint).
+
+    Verified: each file's size, and its sha256 (LFS files) or git blob id (others) against the
+    Hub's metadata of that commit. A file already in ``dest`` that verifies is not fetched again.
+    Gated repos (HTTP 401/403) are a MissingDataError telling to accept the license and set
+    ``token_env``; offline / unreachable is a MissingDataError too.
+    """
+    hf = _import_hf()
+    dest = Path(dest)
+    token = _token(token_env)
+    try:
+        info = hf.HfApi().repo_info(repo_id, revision=revision, repo_type=repo_type, files_metadata=True, token=token)
+    except Exception as e:
+        raise hf_error(e, repo_id, repo_type=repo_type, token_env=token_env, rerun=rerun) from None
+    sha = info.sha
+    siblings = list(info.siblings or [])
+    if allow_patterns is not None:
+        from huggingface_hub.utils import filter_repo_objects
+
+        siblings = list(filter_repo_objects(siblings, allow_patterns=list(allow_patterns), key=lambda s: s.rfilename))
+    if not siblings:
+        raise MissingDataError(f"{repo_id}@{sha[:12]} has no file matching {list(allow_patterns or [])}",
+                               f"check the file names at {hf_page(repo_id, repo_type)}")
+    if record:
+        (dest / record).unlink(missing_ok=True)           # incomplete until this snapshot finishes
+    todo = [s for s in siblings if hf_file_ok(dest / s.rfilename, s) is not None]
+    stage = dest.parent / f".{dest.name}.hf-{sha[:12]}"
+    if todo:
+        log(f"[hf] {repo_id}@{sha[:12]}: {len(todo)} of {len(siblings)} files to fetch -> {dest}")
+        try:
+            stage.mkdir(parents=True, exist_ok=True)
+            hf.snapshot_download(repo_id, repo_type=repo_type, revision=sha, local_dir=str(stage),
+                                 allow_patterns=[s.rfilename for s in todo], token=token)
+        except HarnessError:
+            raise
+        except Exception as e:
+            raise hf_error(e, repo_id, repo_type=repo_type, token_env=token_env, rerun=rerun) from None
+        for s in todo:
+            p = stage / s.rfilename
+            why = hf_file_ok(p, s)
+            if why is not None:
+                p.unlink(missing_ok=True)
+                raise MissingDataError(f"{repo_id}@{sha[:12]} {s.rfilename}: {why} (file discarded)",
+                                       f"{rerun} to fetch it again")
+        for s in todo:
+            target = dest / s.rfilename
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage / s.rfilename, target)
+        shutil.rmtree(stage, ignore_errors=True)
+    else:
+        log(f"[hf] {repo_id}@{sha[:12]}: all {len(siblings)} files present and verified in {dest}")
+    if record:
+        fileio.write_json(dest / record, {"source": "huggingface", "repo": repo_id, "repo_type": repo_type,
+                                          "revision": sha, "requested_revision": revision,
+                                          "allow_patterns": list(allow_patterns) if allow_patterns else None,
+                                          "files": sorted(s.rfilename for s in siblings)})
+    return dest
+
+
+def hf_resolve(repo_id: str, *, revision: str | None = None, repo_type: str = "model", token_env: str = "HF_TOKEN",
+               rerun: str = "re-run"):
+    """repo_info (with file metadata) at ``revision``, errors mapped by hf_error."""
+    hf = _import_hf()
+    try:
+        return hf.HfApi().repo_info(repo_id, revision=revision, repo_type=repo_type, files_metadata=True,
+                                    token=_token(token_env))
+    except Exception as e:
+        raise hf_error(e, repo_id, repo_type=repo_type, token_env=token_env, rerun=rerun) from None
+
+
+def hf_file(repo_id: str, filename: str, sibling, *, revision: str, repo_type: str = "model",
+            token_env: str = "HF_TOKEN", rerun: str = "re-run") -> Path:
+    """One file at commit ``revision`` via hf_hub_download (into the Hugging Face cache, which is
+    resumable), verified against ``sibling`` (its RepoSibling metadata) as in hf_snapshot."""
+    hf = _import_hf()
+    try:
+        p = Path(hf.hf_hub_download(repo_id, filename, repo_type=repo_type, revision=revision,
+                                    token=_token(token_env)))
+    except Exception as e:
+        raise hf_error(e, repo_id, repo_type=repo_type, token_env=token_env, rerun=rerun) from None
+    why = hf_file_ok(p, sibling)
+    if why is not None:
+        raise MissingDataError(f"{repo_id}@{revision[:12]} {filename}: {why}",
+                               f"delete it from the Hugging Face cache ({p}), then {rerun}")
+    return p
+
+
+# --- local copies -----------------------------------------------------------------------------------
+
+def copy_local(src: Path, dest: Path, names: Iterable[str], *, md5: dict[str, str] | None = None,
+               sha256: dict[str, str] | None = None, check: Callable[[Path], None] | None = None,
+               fix: str | None = None, log=print) -> list[Path]:
+    """Copy ``names`` from the folder ``src`` into the folder ``dest`` (each staged, then renamed),
+    after checking each source file: its ``md5`` / ``sha256`` where given and ``check(path)`` (a
+    validator raising HarnessError). When ``src`` is ``dest`` the files are only checked."""
+    src, dest = Path(src).expanduser(), Path(dest)
+    fix = fix or f"put the files in {src}, or drop --data_dir to download them"
+    if not src.is_dir():
+        raise MissingDataError(f"data folder {src} does not exist", fix)
+    out = []
+    for name in names:
+        s = src / name
+        if not s.is_file():
+            raise MissingDataError(f"{s} not found", fix)
+        if md5 and name in md5 and fileio.md5_file(s) != md5[name]:
+            raise MissingDataError(f"{s}: md5 is not {md5[name]} (not the official file)", fix)
+        if sha256 and name in sha256 and fileio.sha256_file(s) != sha256[name]:
+            raise MissingDataError(f"{s}: sha256 is not {sha256[name]} (not the official file)", fix)
+        if check is not None:
+            check(s)
+        d = dest / name
+        if d.resolve() != s.resolve():
+            with fileio.staged_path(d) as tmp:
+                shutil.copyfile(s, tmp)
+            log(f"[data] {name}: copied from {src}")
+        out.append(d)
+    return out

@@ -1,0 +1,28 @@
+"""Schema fields shared by every LLM benchmark (declared once; ``code.common.benchmarks.registry``
+scopes them to the benchmarks whose spec says ``generates_tokens``)."""
+from __future__ import annotations
+
+from code.common.fields import Field, parse_float, parse_int, parse_str
+
+SERVERS = ("Server", "Interactive")
+
+LLM_FIELDS: tuple[Field, ...] = (
+    Field("llm_batching", parse_str, "inflight", "How the generation scheduler batches: inflight (continuous: new "
+          "requests join the running batch between decode steps, finished ones leave) or static (a batch runs until "
+          "its last sequence ends before the next one starts). gpu_batch_size is the batch's maximum size.",
+          choices=("inflight", "static")),
+    Field("llm_max_num_tokens", parse_int, 0, "Token budget of one scheduler step: the prompt tokens of requests "
+          "joining plus one per running sequence (0: no budget beyond gpu_batch_size).", minimum=0),
+    Field("llm_sample_count", parse_int, 0, "Use only the first N dataset samples (0: all). A subset is never valid "
+          "for submission.", minimum=0),
+    Field("ttft_latency_ns", parse_int, 0, "Time-to-first-token bound override (0: mlperf.conf's for this benchmark "
+          "and scenario).", unit="ns", minimum=0, scenarios=SERVERS),
+    Field("tpot_latency_ns", parse_int, 0, "Time-per-output-token bound override (0: mlperf.conf's).", unit="ns",
+          minimum=0, scenarios=SERVERS),
+    Field("tensor_parallel_size", parse_int, 1, "vllm / tensorrt_llm: GPUs one model instance spans (tensor "
+          "parallel); workers = GPUs / (tensor x pipeline parallel size).", minimum=1),
+    Field("pipeline_parallel_size", parse_int, 1, "vllm / tensorrt_llm: pipeline-parallel stages per instance.",
+          minimum=1),
+    Field("kv_cache_memory_fraction", parse_float, 0.9, "vllm (gpu_memory_utilization) / tensorrt_llm "
+          "(free_gpu_memory_fraction): share of GPU memory for weights and KV cache.", minimum=0.05, maximum=1.0),
+)

@@ -1,0 +1,411 @@
+"""What every LLM benchmark shares: folders, the tiny build, the prompt QSL, generation workers, the
+accuracy-log decoding and the input checks. A benchmark package subclasses ``LLMBenchmark`` and says
+what is its own: the dataset (raw format -> prompt token ids + reference texts), the generation
+settings per variant, the real downloads and the metrics.
+
+Folders (variant = "reference" | "tiny"):
+  models_dir(<bench>, variant)/checkpoint/   the Hugging Face folder (weights + tokenizer)
+  data_dir(<bench>, variant)/                the dataset in the reference's own format
+  preprocessed_dir(<bench>, variant)/        prompts.npz (token ids) + references.json (targets)
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from code.common import paths
+from code.common.benchmark import QSL, Benchmark
+from code.common.errors import HarnessError, MissingDataError
+from code.common.fileio import staged_path, write_json
+
+
+@dataclasses.dataclass(frozen=True)
+class Generation:
+    """The reference's generation settings (greedy unless ``num_beams`` > 1)."""
+
+    max_new_tokens: int
+    min_new_tokens: int = 0
+    num_beams: int = 1
+
+
+class PromptQSL(QSL):
+    """Prompts as token ids, all in memory (a few MB even for the real datasets): load/unload are no-ops."""
+
+    def __init__(self, prompts: Sequence[np.ndarray], performance_count: int):
+        self.prompts = list(prompts)
+        self.total_count = len(self.prompts)
+        self.performance_count = min(performance_count or self.total_count, self.total_count)
+
+    def load(self, indices) -> None:
+        return None
+
+    def unload(self, indices) -> None:
+        return None
+
+    def prompt(self, index: int) -> np.ndarray:
+        return self.prompts[index]
+
+
+def save_prompts(path: Path, prompts: Sequence[Sequence[int]]) -> None:
+    """prompts.npz: every prompt's token ids concatenated (int32) plus offsets; staged."""
+    lens = np.array([len(p) for p in prompts], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    flat = np.concatenate([np.asarray(p, dtype=np.int32) for p in prompts]) if len(prompts) else np.zeros(0, np.int32)
+    with staged_path(path) as tmp, open(tmp, "wb") as f:     # a file object: np.savez would append ".npz"
+        np.savez(f, tokens=flat, offsets=offsets)
+
+
+def load_prompts(path: Path) -> list[np.ndarray]:
+    with np.load(path) as z:
+        flat, off = z["tokens"], z["offsets"]
+    return [flat[off[i]:off[i + 1]] for i in range(len(off) - 1)]
+
+
+def read_accuracy_log(path: str | Path, dtype=np.int32) -> dict[int, np.ndarray]:
+    """qsl_idx -> output token ids from mlperf_log_accuracy.json; the first entry of a repeated
+    index counts (as the reference evaluators dedup)."""
+    from code.common.compliance.mlperf_log import load_accuracy_log
+
+    out: dict[int, np.ndarray] = {}
+    for e in load_accuracy_log(Path(path)):
+        i = int(e["qsl_idx"])
+        if i not in out:
+            out[i] = np.frombuffer(bytes.fromhex(e["data"]), dtype=dtype)
+    return out
+
+
+class LLMBenchmark(Benchmark):
+    """Shared actions of the LLM benchmarks. Subclasses set ``tiny_kind`` ("gptj" | "llama") and
+    implement the dataset and metric hooks below."""
+
+    tiny_kind: str = "llama"
+    tiny_context: int = 1024
+    tiny_samples: int = 240
+    dataset: str = ""                     # data folder name
+
+    # --- hooks ----------------------------------------------------------------------------------------
+    def generation(self) -> Generation:
+        raise NotImplementedError
+
+    def make_tiny_raw(self, tokenizer, out_dir: Path, targets: Sequence[str] | None = None) -> None:
+        """Write the synthetic dataset in the reference's raw format into out_dir (seeded: the same
+        samples every time); ``targets`` replaces the reference answers."""
+        raise NotImplementedError
+
+    def read_raw(self, tokenizer, folder: Path) -> tuple[list[list[int]], list[str]]:
+        """(prompt token ids, reference texts) from the raw dataset in ``folder``."""
+        raise NotImplementedError
+
+    def download_real_model(self) -> None:
+        raise NotImplementedError
+
+    def download_real_data(self) -> None:
+        raise NotImplementedError
+
+    def metrics(self, preds: list[str], targets: list[str], tokens: list[np.ndarray]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # --- locations ------------------------------------------------------------------------------------
+    @property
+    def variant(self) -> str:
+        return self.settings.model_variant
+
+    @property
+    def tiny(self) -> bool:
+        return self.variant == "tiny"
+
+    @property
+    def checkpoint(self) -> Path:
+        return paths.models_dir(self.spec.name, self.variant) / "checkpoint"
+
+    @property
+    def raw_dir(self) -> Path:
+        if self.settings.values.get("data_dir"):
+            return Path(self.settings.data_dir)
+        return paths.data_dir(self.spec.name, self.variant)
+
+    @property
+    def pre_dir(self) -> Path:
+        return paths.preprocessed_dir(self.spec.name, self.variant)
+
+    # --- model and tokenizer --------------------------------------------------------------------------
+    def tokenizer(self):
+        from transformers import AutoTokenizer
+
+        if not (self.checkpoint / "tokenizer_config.json").exists():
+            if self.tiny:
+                self.download_model()
+            else:
+                raise MissingDataError(f"tokenizer not found in {self.checkpoint}", self.fix("download_model"))
+        return AutoTokenizer.from_pretrained(str(self.checkpoint))
+
+    def tiny_tokenizer_dir(self) -> Path:
+        from code.common.llm import tiny
+
+        d = paths.models_dir("llm_tokenizer", "tiny")
+        if not (d / "tokenizer.json").exists():
+            tiny.build_tokenizer(d)
+        return d
+
+    def download_model(self) -> None:
+        if not self.tiny:
+            self.download_real_model()
+            return
+        from code.common.llm import tiny
+
+        tok = tiny.load_tokenizer(self.tiny_tokenizer_dir())
+        g = tiny.TextGen(tiny.SEED + 7)
+        prompts = [np.asarray(tok(g.paragraph(2 + i % 6))["input_ids"]) for i in range(16)]
+        gen = self.generation()
+        rec = tiny.build_model(self.tiny_kind, self.checkpoint, self.tiny_tokenizer_dir(), context=self.tiny_context,
+                               max_new_tokens=gen.max_new_tokens, min_new_tokens=gen.min_new_tokens,
+                               calibration_prompts=prompts)
+        print(f"[download_model] tiny {self.tiny_kind} ({rec['parameters']:,} parameters, EOS scale {rec['eos_scale']}, "
+              f"median output {rec['median_output_tokens']:g} tokens) -> {self.checkpoint}")
+
+    def model_config(self) -> dict:
+        p = self.checkpoint / "config.json"
+        if not p.exists():
+            raise MissingDataError(f"model not found: {p}", self.fix("download_model"))
+        return json.loads(p.read_text())
+
+    def max_context(self) -> int:
+        cfg = self.model_config()
+        return int(cfg.get("max_position_embeddings") or cfg.get("n_positions") or 0)
+
+    def check_tokenizer(self, tok) -> None:
+        """The tokenizer must fit the model: a token id past the embedding table is garbage or a crash."""
+        vocab = int(self.model_config().get("vocab_size", 0))
+        if vocab and len(tok) > vocab:
+            raise HarnessError(f"the tokenizer in {self.checkpoint} has {len(tok)} tokens but the model's vocabulary "
+                               f"has {vocab}: they are not a pair", self.fix("download_model"))
+
+    # --- data -----------------------------------------------------------------------------------------
+    def download_data(self) -> None:
+        """Tiny: seeded synthetic samples in the reference's format. Their reference answers are the lead
+        sentence of the input plus the first 60% of the tiny model's own greedy answer (plain
+        ``model.generate``, kept as generate_reference.npz): ROUGE is then high and moves with every
+        token a harness changes, which makes the fidelity comparison sensitive."""
+        if not self.tiny:
+            self.download_real_data()
+            return
+        from code.common.llm import tiny
+
+        out_dir = paths.data_dir(self.spec.name, "tiny")
+        tok = tiny.load_tokenizer(self.tiny_tokenizer_dir())
+        if not (self.checkpoint / "config.json").exists():
+            self.download_model()
+        self.make_tiny_raw(tok, out_dir)
+        prompts, leads = self.read_raw(tok, out_dir)
+        outs = self._plain_generate(prompts)
+        save_prompts(out_dir / "generate_reference.npz", outs)
+        texts = tok.batch_decode(outs, skip_special_tokens=True)
+        targets = [f"{lead.split('.')[0]}. {t[:max(1, int(len(t) * 0.6))].strip()}" for lead, t in zip(leads, texts)]
+        self.make_tiny_raw(tok, out_dir, targets)
+        print(f"[download_data] {len(prompts)} synthetic samples -> {out_dir}")
+
+    def _plain_generate(self, prompts: Sequence[Sequence[int]]) -> list[list[int]]:
+        from code.common import progress
+        from code.common.llm import tiny
+        from code.common.llm.hf import greedy_generate
+
+        model = tiny.load_model(self.checkpoint)
+        gen, cfg = self.generation(), self.model_config()
+        outs = []
+        with progress.bar(len(prompts), "plain model.generate (tiny reference)", "sample") as bar:
+            for p in prompts:
+                outs.append(greedy_generate(model, np.asarray(p), max_new_tokens=gen.max_new_tokens,
+                                            min_new_tokens=gen.min_new_tokens, eos_token_id=cfg.get("eos_token_id"),
+                                            pad_token_id=cfg.get("pad_token_id") or 0))
+                bar.update()
+        return outs
+
+    def preprocess_data(self) -> None:
+        tok = self.tokenizer()
+        self.check_tokenizer(tok)
+        prompts, targets = self.read_raw(tok, self.raw_dir)
+        if not prompts:
+            raise MissingDataError(f"the dataset in {self.raw_dir} holds no samples", self.fix("download_data"))
+        self.pre_dir.mkdir(parents=True, exist_ok=True)
+        save_prompts(self.pre_dir / "prompts.npz", prompts)
+        write_json(self.pre_dir / "references.json", {"targets": targets, "source": str(self.raw_dir)})
+        ref = self.raw_dir / "generate_reference.npz"
+        if self.tiny and ref.exists():   # plain model.generate on every prompt: what the tiny accuracy is judged by
+            import shutil
+
+            with staged_path(self.pre_dir / ref.name) as tmp:
+                shutil.copyfile(ref, tmp)
+        lens = [len(p) for p in prompts]
+        print(f"[preprocess_data] {len(prompts)} prompts ({min(lens)}-{max(lens)} tokens, mean {np.mean(lens):.0f}) "
+              f"-> {self.pre_dir}")
+
+    def prompts(self) -> list[np.ndarray]:
+        p = self.pre_dir / "prompts.npz"
+        if not p.exists():
+            raise MissingDataError(f"preprocessed prompts not found: {p}", self.fix("preprocess_data"))
+        try:
+            prompts = load_prompts(p)
+        except (OSError, ValueError, KeyError) as e:
+            raise MissingDataError(f"{p} is damaged ({type(e).__name__})", self.fix("preprocess_data")) from None
+        if not prompts:
+            raise MissingDataError(f"{p} holds no prompts", self.fix("preprocess_data"))
+        n = self.settings.values.get("llm_sample_count") or 0
+        return prompts[:n] if n else prompts
+
+    def targets(self) -> list[str]:
+        return json.loads((self.pre_dir / "references.json").read_text())["targets"]
+
+    def check_prompts(self, prompts: Sequence[np.ndarray]) -> None:
+        ctx = self.max_context()
+        room = ctx - self.generation().max_new_tokens
+        if ctx:
+            for i, p in enumerate(prompts):
+                if len(p) > room:
+                    raise HarnessError(f"prompt {i} has {len(p)} tokens; with {self.generation().max_new_tokens} new "
+                                       f"tokens it exceeds the model's context of {ctx}",
+                                       f"re-run {self.fix('preprocess_data')} (it truncates prompts to {room} tokens), "
+                                       "or use a model with a longer context")
+
+    # --- engines --------------------------------------------------------------------------------------
+    def backend(self):
+        from code.common.backends import get_backend
+
+        return get_backend(self.settings.backend)
+
+    def generate_engines(self) -> dict[str, str]:
+        self.model_config()
+        self.check_tokenizer(self.tokenizer())
+        spec = self.worker_specs(str(self.checkpoint))[0]
+        return {"model": self.backend().prepare_model(str(self.checkpoint), spec)}
+
+    # --- run ------------------------------------------------------------------------------------------
+    def make_qsl(self) -> PromptQSL:
+        prompts = self.prompts()
+        self.check_prompts(prompts)
+        self.qsl = PromptQSL(prompts, self.settings.performance_sample_count or len(prompts))
+        return self.qsl
+
+    def workers(self) -> list[int]:
+        """One generation worker per model instance: GPUs / (tensor x pipeline parallel) instances,
+        times gpu_inference_streams; on a CPU, gpu_inference_streams workers."""
+        s = self.settings
+        per = max(1, s.tensor_parallel_size * s.pipeline_parallel_size)
+        gpus = s.system.gpu_count if s.system.accelerator == "gpu" else 0
+        instances = max(1, gpus // per) if gpus else 1
+        return [d * per for _ in range(max(1, s.gpu_inference_streams)) for d in range(instances)]
+
+    def worker_specs(self, model_dir: str):
+        from code.common.llm.backends import WorkerSpec
+
+        s, gen = self.settings, self.generation()
+        cfg = self.model_config()
+        eos = cfg.get("eos_token_id")
+        eos = eos[0] if isinstance(eos, list) else eos
+        pad = cfg.get("pad_token_id")
+        gpu = s.system.accelerator == "gpu"
+        per = max(1, s.tensor_parallel_size * s.pipeline_parallel_size)
+        devs = self.workers()
+        slices = self.cpu_slices() or [()] * len(devs)
+        cores = max(1, len(os.sched_getaffinity(0)))
+        out = []
+        for i, (d, sl) in enumerate(zip(devs, slices)):
+            out.append(WorkerSpec(
+                model_dir=model_dir, precision=s.precision, device=f"cuda:{d}" if gpu else "cpu",
+                gpus=tuple(range(d, d + per)) if gpu else (), max_batch_size=s.batch_size(),
+                batching=s.llm_batching, max_num_tokens=s.llm_max_num_tokens, batch_timeout_s=self.batch_timeout_s(),
+                tensor_parallel_size=s.tensor_parallel_size, pipeline_parallel_size=s.pipeline_parallel_size,
+                kv_cache_memory_fraction=s.kv_cache_memory_fraction, eos_token_id=eos,
+                pad_token_id=pad if pad is not None else (eos or 0), max_context=self.max_context(),
+                num_beams=gen.num_beams, threads=s.cpu_threads or max(1, cores // len(devs)),
+                cpu_cores=tuple(sl or ()), name=f"gen-worker-{i}"))
+        return out
+
+    def make_processors(self, qsl, engines: Mapping[str, str]):
+        backend = self.backend()
+        self.check_tokenizer(self.tokenizer())
+        return [backend.processor(spec) for spec in self.worker_specs(engines.get("model", str(self.checkpoint)))]
+
+    def null_processors(self):
+        """--null_processor: the harness's own ceiling (tokens without compute), EOS after max_new_tokens."""
+        from code.common.llm.generation import NullStepModel, Scheduler
+
+        s = self.settings
+        return [Scheduler(NullStepModel(None), s.batch_size(), mode=s.llm_batching, max_num_tokens=s.llm_max_num_tokens,
+                          batch_timeout_s=self.batch_timeout_s(), name=f"gen-worker-{i}")
+                for i, _ in enumerate(self.workers())]
+
+    # --- accuracy -------------------------------------------------------------------------------------
+    def decode_log(self, accuracy_log: str) -> tuple[list[int], list[np.ndarray], list[str], list[str]]:
+        """(indices, output tokens, decoded predictions, reference texts) from an accuracy log."""
+        outs = read_accuracy_log(accuracy_log)
+        targets = self.targets()
+        idx = list(outs)
+        tok = self.tokenizer()
+        preds = tok.batch_decode([outs[i].tolist() for i in idx], skip_special_tokens=True)
+        return idx, [outs[i] for i in idx], preds, [targets[i] for i in idx]
+
+    def accuracy(self, accuracy_log: str, out_dir: str) -> dict[str, Any]:
+        from code.common.accuracy_text import judge
+        from code.common.fileio import sha256_file, write_text
+        from code.common.llm import rouge
+
+        idx, tokens, preds, targets = self.decode_log(accuracy_log)
+        if not idx:
+            raise HarnessError("the accuracy log holds no samples", "re-run with --test_mode=AccuracyOnly")
+        from code.common.accuracy_text import values
+
+        pp, tt = rouge.postprocess_text(preds, targets)
+        metrics = self.metrics(pp, tt, tokens)
+        entry = self.settings.round_entry()
+        report = self.report_dict(metrics)
+        found = values(repr(report), entry.accuracy_metrics)       # read back as the checker reads accuracy.txt
+        if self.tiny:     # no official target for the tiny model: plain model.generate on the same weights is its target
+            problems = self._tiny_judge(metrics, idx)
+            judged = "tiny variant: judged against plain model.generate on the same weights (ROUGE >= 99% of it)"
+        else:
+            problems = judge(found, dict(entry.accuracy_min), dict(entry.accuracy_max))
+            judged = f"{entry.name}: " + ", ".join([f"{k} >= {v:.6g}" for k, v in entry.accuracy_min.items()]
+                                                  + [f"{k} <= {v:.6g}" for k, v in entry.accuracy_max.items()])
+        text = (f"{report!r}\n"
+                f"# {len(idx)} samples; output tokens read as int32; sentence splitting: {rouge.sentence_splitter()}\n"
+                f"# {judged}\n"
+                + ("".join(f"# FAIL: {p}\n" for p in problems) or "# PASS\n")
+                + f"hash={sha256_file(accuracy_log)}\n")
+        write_text(Path(out_dir) / "accuracy.txt", text)
+        return {"metrics": report, "passed": not problems, "problems": problems, "text": text,
+                "samples": len(idx), "generate_metrics": getattr(self, "_generate_metrics", None)}
+
+    def report_dict(self, metrics: dict) -> dict:
+        """The dict accuracy.txt prints (the reference's keys, plain Python numbers)."""
+        return {k: (float(v) if isinstance(v, (float, np.floating)) else int(v) if isinstance(v, (np.integer,)) else v)
+                for k, v in metrics.items()}
+
+    def generate_reference(self) -> list[np.ndarray] | None:
+        """Tiny variant: plain ``model.generate`` outputs per sample (None for the real model)."""
+        p = self.pre_dir / "generate_reference.npz"
+        return load_prompts(p) if p.exists() else None
+
+    def _tiny_judge(self, metrics: dict, idx: list[int]) -> list[str]:
+        """Tiny: the same metrics over plain generate's outputs for the same samples; a harness result below
+        99% of any of them fails."""
+        from code.common.llm import rouge
+
+        ref = self.generate_reference()
+        if ref is None:
+            return ["no plain-generate reference for the tiny variant (run make preprocess_data MODEL_VARIANT=tiny)"]
+        tok = self.tokenizer()
+        targets = self.targets()
+        preds = tok.batch_decode([ref[i].tolist() for i in idx], skip_special_tokens=True)
+        pp, tt = rouge.postprocess_text(preds, [targets[i] for i in idx])
+        want = self.metrics(pp, tt, [ref[i] for i in idx])
+        self._generate_metrics = want
+        out = []
+        for k, v in want.items():
+            if k in metrics and isinstance(v, (int, float)) and k.startswith("rouge") and metrics[k] < 0.99 * v:
+                out.append(f"{k} = {metrics[k]:.6g} is below 99% of plain generate's {v:.6g}")
+        return out
