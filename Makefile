@@ -25,7 +25,7 @@ VERSION_ARG := $(if $(strip $(ROUND)),--version=$(strip $(ROUND)))
 DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
 .PHONY: prebuild venv build info download_model download_data preprocess_data generate_engines run_harness run \
-        find_performance run_audit_harness run_audit_test01 run_audit_test04 update_results truncate_results export_submission \
+        find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 update_results truncate_results export_submission \
         check_submission demo test docs clean bench
 
 venv: $(STAMP)
@@ -77,6 +77,10 @@ run_audit_test01: venv
 
 run_audit_test04: venv
 	$(MAIN) --action=run_audit_harness --audit_test=TEST04 $(ROUND_ARG) $(RUN_ARGS)
+
+# LLMs: first token, EOS and output-length checks (compliance/TEST06)
+run_audit_test06: venv
+	$(MAIN) --action=run_audit_harness --audit_test=TEST06 $(ROUND_ARG) $(RUN_ARGS)
 
 update_results: venv
 	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.stage $(VERSION_ARG) $(ARGS)

@@ -198,6 +198,8 @@ CORE_FIELDS: tuple[Field, ...] = (
           config=False, actions=TUNE, control=True),
     Field("use_cached_responses", parse_bool, False, "TEST ONLY: cache responses per sample (makes TEST04 fail).",
           flag_value=True, config=False, actions=RUN, control=True),
+    Field("plant_first_token", parse_bool, False, "TEST ONLY, LLMs: report a first token that differs from the "
+          "output's first token (makes TEST06 fail).", flag_value=True, config=False, actions=RUN, control=True),
     # --- workload (RunSettings) ---
     Field("round", parse_str, None, "MLPerf Inference round to file for (default: the one whose seeds the installed "
           "LoadGen carries). RetinaNet, GPT-J, DLRM-v2 and Mixtral need an older round.",

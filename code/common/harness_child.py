@@ -99,7 +99,8 @@ def run(req: dict, stage: Path, result: dict) -> None:
         procs = bench.null_processors() if control.null_processor else bench.make_processors(qsl_impl, engines)
         gen = bench.generation()
         sut_impl = StreamingSUT(lg, procs, qsl_impl.prompt, max_new_tokens=gen.max_new_tokens,
-                                min_new_tokens=gen.min_new_tokens, token_latencies=bool(ts.use_token_latencies))
+                                min_new_tokens=gen.min_new_tokens, token_latencies=bool(ts.use_token_latencies),
+                                plant_first_token=control.plant_first_token)
     else:
         if control.null_processor:
             bs = settings.batch_size() if not isinstance(settings.gpu_batch_size, dict) else 1

@@ -28,6 +28,7 @@ class RunControl:
     log_dir: str | None = None
     overwrite: bool = False                # replace an existing run folder (audits replace theirs)
     use_cached_responses: bool = False     # TEST ONLY: the cheating SUT TEST04 exists to catch
+    plant_first_token: bool = False        # TEST ONLY: first-token events carry a wrong token (TEST06 must fail)
     null_processor: bool = False           # benchmarks of the harness itself: no model work
     null_service_ms: float = 0.0           # with null_processor: each batch sleeps this long (a known service rate)
     force_rebuild: bool = False            # engines are built again (code.common.engines.rebuilding)

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from code.common import paths
+from code.common import paths, scenarios
 from code.common.compliance import audit_config as ac
 from code.common.compliance import official, verify
 from code.common.compliance.mlperf_log import load_accuracy_log
@@ -117,8 +117,9 @@ def _fallback_test01(audit_dir: Path, ref_acc_dir: Path, rb: rounds.RoundBenchma
     return res
 
 
-def verify_audit_dir(test: str, audit_dir: Path, *, perf_ref: Path, acc_ref: Path | None,
-                     rb: rounds.RoundBenchmark, scorer=None, run_official: bool = True) -> dict:
+def verify_audit_dir(test: str, audit_dir: Path, *, perf_ref: Path | None, acc_ref: Path | None,
+                     rb: rounds.RoundBenchmark, scorer=None, run_official: bool = True, scenario: str = "",
+                     eos_token_id: int | None = None) -> dict:
     """Verify one audit log directory against the reference runs; write verify_*.txt and
     verification.json into it. Returns the verification record:
 
@@ -130,8 +131,8 @@ def verify_audit_dir(test: str, audit_dir: Path, *, perf_ref: Path, acc_ref: Pat
     """
     audit_dir = Path(audit_dir)
     rec: dict[str, Any] = {"test": test, "errors": [], "reference": {
-        "performance": str(perf_ref), "accuracy": str(acc_ref) if acc_ref else None,
-        "performance_detail_sha256": sha256_file(perf_ref / "mlperf_log_detail.txt"),
+        "performance": str(perf_ref) if perf_ref else None, "accuracy": str(acc_ref) if acc_ref else None,
+        "performance_detail_sha256": sha256_file(perf_ref / "mlperf_log_detail.txt") if perf_ref else None,
         "accuracy_log_sha256": sha256_file(acc_ref / "mlperf_log_accuracy.json") if acc_ref else None}}
     ours: dict[str, bool] = {}
     if test == "TEST01":
@@ -148,6 +149,12 @@ def verify_audit_dir(test: str, audit_dir: Path, *, perf_ref: Path, acc_ref: Pat
         ours = {"accuracy": acc.passed, "performance": perf.passed}
         rec["passed"] = acc.passed and perf.passed
         rec["accepted"] = perf.passed and (acc.passed or bool(rec["fallback"] and rec["fallback"]["passed"]))
+    elif test == "TEST06":
+        acc = verify.test06(audit_dir / "mlperf_log_accuracy.json", scenario, eos_token_id)
+        write_text(audit_dir / "verify_accuracy.txt", acc.text)
+        rec["accuracy"] = {"passed": acc.passed, "verdict": acc.text.strip().splitlines()[-1], **acc.figures}
+        ours = {"accuracy": acc.passed}
+        rec["passed"] = rec["accepted"] = acc.passed
     elif test == "TEST04":
         perf = verify.test04_performance(perf_ref / "mlperf_log_summary.txt", audit_dir / "mlperf_log_summary.txt")
         write_text(audit_dir / "verify_performance.txt", perf.text)
@@ -158,7 +165,11 @@ def verify_audit_dir(test: str, audit_dir: Path, *, perf_ref: Path, acc_ref: Pat
         raise HarnessError(f"cannot verify {test}", "use TEST01 or TEST04")
     root = official.inference_dir() if run_official else None
     if root is not None:
-        res = official.run_verification(test, root, reference_perf=perf_ref, reference_acc=acc_ref, audit_dir=audit_dir)
+        if test == "TEST06":
+            res = official.run_test06(root, audit_dir=audit_dir, scenario=scenario, eos_token_id=eos_token_id)
+        else:
+            res = official.run_verification(test, root, reference_perf=perf_ref, reference_acc=acc_ref,
+                                            audit_dir=audit_dir)
         rec["official"] = {k: v for k, v in res.items()}
         rec["errors"] += official.disagreements(test, ours, res)
         if rec["errors"]:
@@ -170,6 +181,13 @@ def verify_audit_dir(test: str, audit_dir: Path, *, perf_ref: Path, acc_ref: Pat
 def summary_lines(rec: dict) -> list[str]:
     t = rec["test"]
     lines = []
+    if t == "TEST06":
+        a = rec["accuracy"]
+        lines.append(f"TEST06 first token / EOS / sample length over {a.get('samples', 0)} logged samples: "
+                     + ("PASS" if a["passed"] else "FAIL — " + "; ".join(a.get("reasons") or ["see verify_accuracy.txt"])))
+        lines += [f"{t} ERROR: {e}" for e in rec.get("errors", [])]
+        lines.append(f"{t}: {'TEST PASS' if rec['passed'] else 'TEST FAIL'}")
+        return lines
     if "accuracy" in rec:
         a = rec["accuracy"]
         lines.append(f"{t} accuracy: {'PASS' if a['passed'] else 'FAIL'} ({a['num_perf_log_qsl_idx_match']} of "
@@ -209,22 +227,23 @@ def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, r
     spec = settings.spec
     rnd = rounds.current(settings.values.get("round"))
     rb = settings.round_entry()
-    if test == "TEST06":
-        raise ac.not_applicable_test06(rb)
     text = ac.audit_config(test, rnd, rb, settings.scenario, extra_audit_keys)
     skipped: list = []
     perf_ref, acc_ref = reference_runs(settings.system_name, settings.log_name, settings.scenario,
                                        round_min_ms=rnd.min_duration_ms, why=skipped)
-    if perf_ref is None:
+    if test == "TEST06":       # checks the audit run's own token log: no reference run is compared
+        perf_ref = acc_ref = None
+    elif perf_ref is None:
         raise _missing_ref("performance", spec.name, settings.scenario, settings.system_name, skipped)
     if test == "TEST01" and acc_ref is None:
         raise _missing_ref("accuracy", spec.name, settings.scenario, settings.system_name, skipped)
     if run_one is None:
         from code.common.runner import run_one
     final = log_dir_for(test, settings.system_name, settings.log_name, settings.scenario)
-    log(f"[audit] {test} {spec.name} {settings.scenario}: reference performance run {perf_ref.dir}"
-        + (f", accuracy run {acc_ref.dir}" if test == "TEST01" else ""))
-    if settings.scenario == "Server":
+    if perf_ref is not None:
+        log(f"[audit] {test} {spec.name} {settings.scenario}: reference performance run {perf_ref.dir}"
+            + (f", accuracy run {acc_ref.dir}" if test == "TEST01" else ""))
+    if scenarios.get(settings.scenario).loadgen_enum == "Server":
         log(f"[audit] Server target QPS x {settings.audit_server_qps_factor} (audit_server_qps_factor)")
     bench = target if target is not settings else implementation(spec)(settings)
     control = RunControl(action="run_audit_harness", test_mode="PerformanceOnly", audit_test=test,
@@ -242,8 +261,10 @@ def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, r
     scorer = getattr(target, "accuracy", None) if target is not settings else None
     if scorer is None and test == "TEST01":
         scorer = _lazy_scorer(settings)
-    rec = verify_audit_dir(test, final, perf_ref=perf_ref.dir, acc_ref=acc_ref.dir if acc_ref else None,
-                           rb=rb, scorer=scorer)
+    eos = bench.eos_token_id() if test == "TEST06" and hasattr(bench, "eos_token_id") else None
+    rec = verify_audit_dir(test, final, perf_ref=perf_ref.dir if perf_ref else None,
+                           acc_ref=acc_ref.dir if acc_ref else None, rb=rb, scorer=scorer,
+                           scenario=settings.scenario, eos_token_id=eos)
     rec["audit_config"] = text                      # provenance: the file itself is never left behind
     write_json(final / "verification.json", rec)
     for line in summary_lines(rec):
@@ -256,7 +277,7 @@ def run_audits(cli: dict, settings: list) -> int:
     """``--action=run_audit_harness``: the audit for every benchmark x scenario; 0 if all pass, else 4."""
     test = cli.get("audit_test")
     failed = []
-    over = {k: cli[k] for k in ("verbose", "use_cached_responses") if k in cli}
+    over = {k: cli[k] for k in ("verbose", "use_cached_responses", "plant_first_token") if k in cli}
     for s in settings:
         rec = run_audit(s, test, control_over=over)
         if not rec["accepted"]:

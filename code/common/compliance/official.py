@@ -58,6 +58,23 @@ def run_verification(test: str, root: Path, *, reference_perf: Path, reference_a
     return res
 
 
+def run_test06(root: Path, *, audit_dir: Path, scenario: str, eos_token_id: int | None, dtype: str = "int32",
+               timeout: float = 600) -> dict:
+    """Run ``compliance/TEST06/run_verification.py`` on the audit's logs; return its verdict and output."""
+    script = root / "compliance" / "TEST06" / "run_verification.py"
+    with tempfile.TemporaryDirectory(prefix="official-TEST06-") as tmp:
+        out = Path(tmp) / "out"
+        cmd = [sys.executable, str(script), "-c", str(audit_dir.resolve()), "-o", str(out), "-s", scenario,
+               "--dtype", dtype] + (["-e", str(eos_token_id)] if eos_token_id is not None else [])
+        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout)
+        res = {"returncode": r.returncode, "output": (r.stdout + r.stderr)[-6000:], "script": str(script)}
+        f = out / "TEST06" / "verify_accuracy.txt"
+        if f.is_file():
+            text = f.read_text()
+            res["accuracy"] = {"passed": "TEST06 verification complete" in text, "text": text}
+    return res
+
+
 def disagreements(test: str, ours: dict[str, bool], official: dict) -> list[str]:
     """Lines naming each verdict where the official script and ours differ (or it produced none)."""
     out = []

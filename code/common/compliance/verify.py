@@ -157,3 +157,65 @@ def test04_performance(reference_summary: str | Path, audit_summary: str | Path)
 def verdict_line_passed(text: str) -> bool:
     """How the submission checker reads a verify_*.txt: any line holding ``TEST PASS``."""
     return any("TEST PASS" in line for line in text.splitlines())
+
+
+# --- TEST06 (LLMs): first token, EOS and output length --------------------------------------------
+
+def test06(accuracy_log: Path, scenario: str, eos_token_id: int | None, dtype: str = "int32") -> Verdict:
+    """compliance/TEST06: in the audit's sampled accuracy log, (1) the first-token payload
+    (``token_data``) is the start of the sample's full output (not checked for Offline, where no first
+    token is reported), (2) an output ends with at most one EOS, (3) ``token_count`` (LoadGen's
+    n_tokens) equals the output's length. Stricter than the official script: a log without
+    ``token_data`` in a non-Offline scenario, or without ``token_count``, fails with the reason (the
+    official one would crash or pass vacuously), and an empty log fails."""
+    import numpy as np
+
+    dt = {"int64": np.int64, "int32": np.int32, "int16": np.int16, "float32": np.float32}[dtype]
+    entries = load_accuracy_log(accuracy_log)
+    reasons: list[str] = []
+    if not entries:
+        reasons.append("the audit logged no samples")
+    need_first = scenario != "Offline"
+    first_ok = eos_ok = len_ok = bool(entries)
+    n_first = n_eos = n_len = 0
+    for e in entries:
+        data = np.frombuffer(bytes.fromhex(e["data"]), dtype=dt)
+        if need_first:
+            if "token_data" not in e:
+                first_ok = False
+                reasons.append("no first-token payload (token_data) was logged: FirstTokenComplete is not called")
+                need_first = False
+            else:
+                tok = np.frombuffer(bytes.fromhex(e["token_data"]), dtype=dt)
+                if len(tok) == 0 or len(data) < len(tok) or not np.array_equal(data[:len(tok)], tok):
+                    first_ok = False
+                    n_first += 1
+        if eos_token_id is not None:
+            tail = 0
+            for t in data[::-1]:
+                if t != eos_token_id:
+                    break
+                tail += 1
+            if tail >= 2:
+                eos_ok = False
+                n_eos += 1
+        if "token_count" not in e:
+            if len_ok:
+                reasons.append("no token_count was logged: responses carry no n_tokens (use_token_latencies is off?)")
+            len_ok = False
+        elif int(e["token_count"]) != len(data):
+            len_ok = False
+            n_len += 1
+    if n_first:
+        reasons.append(f"{n_first} sample(s) whose first token differs from the first token of their output")
+    if n_eos:
+        reasons.append(f"{n_eos} sample(s) end with more than one EOS token ({eos_token_id})")
+    if n_len:
+        reasons.append(f"{n_len} sample(s) whose token_count differs from their output length")
+    passed = first_ok and eos_ok and len_ok
+    text = (f"First token check pass: {first_ok if scenario != 'Offline' else 'Skipped'}\n"
+            f"EOS check pass: {eos_ok}\n"
+            f"Sample length check pass: {len_ok}\n"
+            + ("TEST06 verification complete\n" if passed else "TEST06 verification failed\n"))
+    return Verdict(passed, text, {"samples": len(entries), "reasons": reasons, "dtype": dtype,
+                                  "eos_token_id": eos_token_id})

@@ -174,6 +174,10 @@ class LLMBenchmark(Benchmark):
             raise MissingDataError(f"model not found: {p}", self.fix("download_model"))
         return json.loads(p.read_text())
 
+    def eos_token_id(self) -> int | None:
+        eos = self.model_config().get("eos_token_id")
+        return eos[0] if isinstance(eos, list) else eos
+
     def max_context(self) -> int:
         cfg = self.model_config()
         return int(cfg.get("max_position_embeddings") or cfg.get("n_positions") or 0)

@@ -26,12 +26,14 @@ from code.common.llm.generation import GenRequest, GenerationProcessor
 
 class StreamingSUT:
     def __init__(self, lg, processors: Sequence[GenerationProcessor], prompt: Callable[[int], np.ndarray], *,
-                 max_new_tokens: int, min_new_tokens: int = 0, token_latencies: bool = True):
+                 max_new_tokens: int, min_new_tokens: int = 0, token_latencies: bool = True,
+                 plant_first_token: bool = False):
         self.lg = lg
         self.processors = list(processors)
         self.prompt = prompt                      # QSL index -> token ids
         self.max_new_tokens, self.min_new_tokens = max_new_tokens, min_new_tokens
         self.token_latencies = token_latencies
+        self.plant_first_token = plant_first_token     # TEST ONLY: TEST06 must catch a wrong first token
         self.issued = 0
         self.completed = 0
         self.tokens = 0
@@ -87,7 +89,7 @@ class StreamingSUT:
         if not self.token_latencies:
             return
         lg = self.lg
-        a = np.array([token], dtype=np.int32)
+        a = np.array([token + 1 if self.plant_first_token else token], dtype=np.int32)
         lg.FirstTokenComplete([lg.QuerySampleResponse(r.qid, a.__array_interface__["data"][0], a.nbytes)])
 
     def _done(self, r: GenRequest, tokens: np.ndarray) -> None:
