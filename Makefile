@@ -38,6 +38,11 @@ $(STAMP): requirements.txt
 
 prebuild: venv
 	@if [ -n "$(GPU_EXTRAS)" ]; then $(PY) -m pip install -q -r requirements-gpu.txt; fi
+	@if [ -n "$(LLM_EXTRAS)" ]; then \
+	  pin=$$(grep -E "^$(subst _,[-_],$(LLM_EXTRAS))==" requirements-llm-gpu.txt) || { \
+	    echo "error: LLM_EXTRAS=$(LLM_EXTRAS) is not in requirements-llm-gpu.txt"; \
+	    echo "  fix: use LLM_EXTRAS=vllm or LLM_EXTRAS=tensorrt_llm"; exit 2; }; \
+	  $(PY) -m pip install -q "$$pin" --extra-index-url https://pypi.nvidia.com; fi
 
 build: prebuild
 	$(MAIN) --action=build

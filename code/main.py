@@ -14,7 +14,7 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
     from code.common import args as A
     from code.common import benchmarks as B
     from code.common.configs import config_vers, resolve
-    from code.common.fields import ALL
+    from code.common.fields import ALL, ENGINE_AND_RUN
     from code.common.settings import RunSettings
     from code.common.systems import detect, match_system
 
@@ -62,7 +62,10 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
                                        f"use --precision={spec.precisions[0]}")
                 if not cli.get("force"):
                     check_rate(spec, sc, system, reg, cli, ver, derived, values)
-                out.append(RunSettings(spec, sc, system, values, sources, path, ver, tuple(notes)))
+                rs = RunSettings(spec, sc, system, values, sources, path, ver, tuple(notes))
+                if action in ENGINE_AND_RUN:
+                    rs.round_entry()     # a benchmark the round does not have fails here, not after a run
+                out.append(rs)
     return cli, out
 
 

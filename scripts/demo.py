@@ -1,7 +1,8 @@
 """`make demo`: the tiny variant end to end on this machine, every step through the real CLI.
 
 download_model, download_data, preprocess_data, generate_engines, then PerformanceOnly and
-AccuracyOnly in Offline and SingleStream, all with --fast (each performance run sized by its own
+AccuracyOnly in Offline and SingleStream, all with --fast, then the tiny Llama2-70B (Offline and Server
+performance, Offline accuracy) (each performance run sized by its own
 warm-up to --seconds, 10 s by default, instead of --fast's minute, so the demo stays under five
 minutes on a 2-core machine), then the summary table read from metadata.json. Exit code: 0 when
 every run finished (INVALID results are reported, not errors).
@@ -33,6 +34,7 @@ def main() -> int:
     ap.add_argument("--scenarios", default="Offline,SingleStream")
     ap.add_argument("--sdxl-accuracy-samples", type=int, default=128)
     ap.add_argument("--seconds", type=float, default=10.0, help="length of each performance run")
+    ap.add_argument("--llm-benchmarks", default="llama2_70b", help="LLMs run Offline and Server ('' for none)")
     a = ap.parse_args()
     t0 = time.time()
     sys.path.insert(0, str(REPO))
@@ -52,6 +54,13 @@ def main() -> int:
             extra.append(f"--sdxl_sample_count={a.sdxl_accuracy_samples}")
         step(["--action=run_harness", *common, f"--scenarios={a.scenarios}", f"--test_mode={mode}", "--fast",
               f"--log_dir={logs}", *extra])
+    if a.llm_benchmarks:      # token streaming: Offline tokens/s and accuracy, Server TTFT/TPOT
+        llm = [f"--benchmarks={a.llm_benchmarks}", "--model_variant=tiny"]
+        for action in ("download_model", "download_data", "preprocess_data"):
+            step([f"--action={action}", *llm])
+        step(["--action=run_harness", *llm, "--scenarios=Offline,Server", "--test_mode=PerformanceOnly", "--fast",
+              f"--min_duration={int(a.seconds * 1000)}", "--min_query_count=100", f"--log_dir={logs}"])
+        step(["--action=run_harness", *llm, "--scenarios=Offline", "--test_mode=AccuracyOnly", f"--log_dir={logs}"])
     print()
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "print_harness_result.py"), str(logs)], cwd=REPO)
     print(f"\ndemo finished in {time.time() - t0:.0f}s")

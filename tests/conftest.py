@@ -42,21 +42,27 @@ def harness_env(tmp_path_factory) -> dict:
     return env
 
 
-@pytest.fixture(scope="session")
-def tiny_resnet(harness_env) -> dict:
-    """The tiny ResNet50 model, data and preprocessed set, built once per session through the CLI."""
+def build_tiny(bench: str, env: dict) -> dict:
+    """download_model, download_data and preprocess_data of ``bench``'s tiny variant through the CLI."""
     for action in ("download_model", "download_data", "preprocess_data"):
-        run_main(f"--action={action}", "--benchmarks=resnet50", "--model_variant=tiny", env=harness_env, check=True)
-    return harness_env
+        run_main(f"--action={action}", f"--benchmarks={bench}", "--model_variant=tiny", env=env, check=True)
+    return env
 
 
-@pytest.fixture(scope="session")
-def tiny_sdxl(harness_env) -> dict:
-    """The tiny SDXL pipeline, scorers, captions and preprocessed tokens, built once per session."""
-    for action in ("download_model", "download_data", "preprocess_data"):
-        run_main(f"--action={action}", "--benchmarks=sdxl", "--model_variant=tiny", env=harness_env, check=True)
-    return harness_env
+def _tiny_fixture(name: str, bench: str, doc: str):
+    """A session fixture that builds ``bench``'s tiny variant once (build_tiny) and returns the env."""
+    def fixture(harness_env) -> dict:
+        return build_tiny(bench, harness_env)
+    fixture.__doc__ = doc
+    return pytest.fixture(scope="session", name=name)(fixture)
+
+
+tiny_resnet = _tiny_fixture("tiny_resnet", "resnet50", "The tiny ResNet50 model, data and preprocessed set.")
+tiny_sdxl = _tiny_fixture("tiny_sdxl", "sdxl", "The tiny SDXL pipeline, scorers, captions and preprocessed tokens.")
+tiny_llama = _tiny_fixture("tiny_llama", "llama2_70b", "The tiny Llama2-70B stand-in: model, OpenORCA-format pickle, prompts.")
+tiny_gptj = _tiny_fixture("tiny_gptj", "gptj", "The tiny GPT-J: model, synthetic cnn_eval.json and prompts.")
 
 
 def metadata_under(root: str | Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(Path(root).rglob("metadata.json"))]
+

@@ -26,6 +26,26 @@ def _latency_bound(f: Findings, log: DetailLog, rb: rounds.RoundBenchmark, scen:
         f.error(log.path, f"{what} {scen} latency bound {tl} ns exceeds the official {float(bound) * 1e6:.0f} ns")
 
 
+def _token_latencies(f: Findings, log: DetailLog, rb: rounds.RoundBenchmark, scen: str, conf: dict, what: str) -> None:
+    """LLMs measured per token (the checker's llm_check): use_token_latencies on, and in Server /
+    Interactive the p99 TTFT and TPOT strictly under the official bounds of the scenario's mlperf.conf
+    model (``llama2-70b-interactive`` for Interactive)."""
+    if not any("tokens" in v and "inferred" not in v for v in rb.result_field.values()):
+        return
+    if not log.get("requested_use_token_latencies"):
+        f.error(log.path, f"{what}: use_token_latencies is off; an LLM result needs per-token latencies")
+    sc = scenarios.get(scen)
+    if sc.loadgen_enum != "Server":
+        return
+    model = scenarios.loadgen_model(rb.loadgen_model, scen)
+    for name, key, conf_key in (("TTFT", "result_first_token_99.00_percentile_latency_ns", "ttft_latency"),
+                                ("TPOT", "result_time_per_output_token_99.00_percentile_ns", "tpot_latency")):
+        bound, v = mlperf_conf.lookup(conf, model, "Server", conf_key), log.get(key)
+        if bound and v is not None and float(v) >= float(bound) * 1e6:
+            f.error(log.path, f"{what} {scen} p99 {name} {float(v) / 1e6:.1f} ms is not under the official "
+                              f"{float(bound):g} ms")
+
+
 # Checks per mlperf.conf key; which keys bound which scenario is code.common.scenarios' (official_bounds).
 BOUND_CHECKS = {"min_query_count": _samples_per_query, "target_latency": _latency_bound}
 
@@ -34,7 +54,7 @@ def perf_checks(f: Findings, log: DetailLog, rnd: rounds.Round, rb: rounds.Round
                 conf: dict, what: str) -> None:
     """One performance-mode log (``what``: "performance" or the audit test it belongs to)."""
     log_basics(f, log, rnd, what)
-    if log.scenario != scen:
+    if log.scenario != scenarios.get(scen).loadgen_enum:      # an Interactive run is LoadGen's Server
         f.error(log.path, f"{what} log is a {log.scenario or 'unknown'} run in the {scen} directory")
     if log.get("result_validity") != "VALID":
         f.error(log.path, f"{what} result is {log.get('result_validity') or 'missing'}, not VALID")
@@ -49,7 +69,8 @@ def perf_checks(f: Findings, log: DetailLog, rnd: rounds.Round, rb: rounds.Round
     sc = scenarios.get(scen)
     for key in sc.official_bounds:
         BOUND_CHECKS[key](f, log, rb, scen, conf, what)
-    field = rb.result_field.get(scen, sc.checker_field)
+    _token_latencies(f, log, rb, scen, conf, what)
+    field = rb.result_field.get(sc.loadgen_enum, sc.checker_field)
     if log.get("result_validity") == "VALID" and log.get(field) is None:
         f.error(log.path, f"{what} log has no {field}, the result field the checker reads for {scen}")
     if log.get("effective_max_query_count") not in (None, 0):

@@ -1,0 +1,330 @@
+"""LLM benchmarks end to end through the CLI and LoadGen (tiny GPT-J and Llama2-70B on the
+transformers backend): fidelity against plain ``model.generate``, token latencies, TEST06, the
+null-generation ceiling and the bad-input errors. Rates are measured here first, never assumed."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO, metadata_under, offline_samples, run_main
+
+LLAMA = ("--benchmarks=llama2_70b", "--model_variant=tiny")
+GPTJ = ("--benchmarks=gptj", "--model_variant=tiny", "--round=v5.0")
+
+
+def one(root) -> dict:
+    ms = metadata_under(root)
+    assert len(ms) == 1, [m.get("log_dir") for m in ms]
+    return ms[0]
+
+
+def tokens_of(log_dir) -> dict[int, list[int]]:
+    from code.common.llm.harness import read_accuracy_log
+
+    return {i: t.tolist() for i, t in read_accuracy_log(Path(log_dir) / "mlperf_log_accuracy.json").items()}
+
+
+def generate_reference(env, bench="llama2_70b") -> list[list[int]]:
+    from code.common.llm.harness import load_prompts
+
+    return [t.tolist() for t in load_prompts(Path(env["MLPERF_SCRATCH_PATH"]) / "preprocessed_data" / bench / "tiny"
+                                             / "generate_reference.npz")]
+
+
+@pytest.fixture(scope="module")
+def llama(tiny_llama, tmp_path_factory):
+    """Accuracy runs at batch 1 and with in-flight batching (batch 16), and an Offline performance run
+    sized by count, whose samples/s sizes the Server runs below."""
+    root = tmp_path_factory.mktemp("llama_runs")
+    out = {"root": root, "env": tiny_llama}
+    for name, bs in (("acc_bs1", 1), ("acc_bs16", 16)):
+        run_main("--action=run_harness", *LLAMA, "--scenarios=Offline", "--test_mode=AccuracyOnly",
+                 f"--gpu_batch_size={bs}", f"--log_dir={root / name}", env=tiny_llama, check=True)
+        out[name] = one(root / name)
+    run_main("--action=run_harness", *LLAMA, "--scenarios=Offline", *offline_samples(240),
+             f"--log_dir={root / 'perf'}", env=tiny_llama, check=True)
+    out["perf"] = one(root / "perf")
+    return out
+
+
+def test_llama_batch1_through_loadgen_is_token_identical_to_generate(llama):
+    ref = generate_reference(llama["env"])
+    got = tokens_of(llama["acc_bs1"]["log_dir"])
+    assert len(got) == len(ref) == 240
+    assert all(got[i] == ref[i] for i in range(len(ref)))
+    acc = llama["acc_bs1"]["accuracy"]
+    assert acc["passed"]
+    for k in ("rouge1", "rouge2", "rougeL", "rougeLsum", "tokens_per_sample"):      # 4 significant digits
+        assert f"{acc['metrics'][k]:.4g}" == f"{acc['generate_metrics'][k]:.4g}", k
+    assert acc["metrics"]["rouge1"] > 10          # the tiny references make ROUGE sensitive to every token
+
+
+def test_llama_inflight_batching_keeps_99_percent_identical(llama):
+    ref = generate_reference(llama["env"])
+    got = tokens_of(llama["acc_bs16"]["log_dir"])
+    same = sum(got[i] == ref[i] for i in range(len(ref)))
+    assert same >= 0.99 * len(ref), f"{len(ref) - same} of {len(ref)} samples differ"
+    m = llama["acc_bs16"]
+    assert m["accuracy"]["passed"]
+    gen = m["generation"]["workers"][0]
+    assert gen["mode"] == "inflight" and gen["max_rows"] > 1
+
+
+def test_llama_offline_reports_tokens_per_second(llama):
+    m = llama["perf"]
+    assert m["valid"], m["invalid_reasons"]
+    t = m["tokens"]
+    assert t["result_field"] == "result_tokens_per_second" and t["tokens_per_second"] > m["metric_value"]
+    assert m["loadgen_model"] == "llama2-70b" and t["effective_sample_concatenate_permutation"] is True
+
+
+def test_llama_server_valid_with_ttft_tpot_under_their_bounds(llama):
+    qps = round(0.3 * llama["perf"]["metric_value"], 2)      # 30% of this machine's Offline rate
+    root = llama["root"] / "server"
+    r = run_main("--action=run_harness", *LLAMA, "--scenarios=Server", f"--server_target_qps={qps}",
+                 "--performance_sample_count=64", "--min_query_count=460", "--min_duration=1000",
+                 f"--log_dir={root}", env=llama["env"], check=True)
+    m = one(root)
+    t = m["tokens"]
+    assert m["valid"], m["invalid_reasons"]
+    assert t["ttft_p99_ns"] < t["ttft_limit_ns"] == 400_000_000 and t["tpot_p99_ns"] < t["tpot_limit_ns"] == 100_000_000
+    assert "TTFT p99" in r.stdout and "tokens/s" in r.stdout
+    print(f"tiny Llama Server at {qps} QPS: TTFT p99 {t['ttft_p99_ns'] / 1e6:.1f} ms, TPOT p99 {t['tpot_p99_ns'] / 1e6:.2f} ms")
+
+
+def test_llama_interactive_runs_under_the_interactive_model_name(llama):
+    qps = round(0.2 * llama["perf"]["metric_value"], 2)
+    root = llama["root"] / "interactive"
+    run_main("--action=run_harness", *LLAMA, "--scenarios=Interactive", f"--server_target_qps={qps}",
+             "--performance_sample_count=32", "--min_query_count=32", "--min_duration=1000", f"--log_dir={root}",
+             env=llama["env"], check=True)
+    m = one(root)
+    assert m["scenario"] == "Interactive" and m["loadgen_model"] == "llama2-70b-interactive"
+    assert m["tokens"]["ttft_limit_ns"] == 200_000_000 and m["tokens"]["tpot_limit_ns"] == 50_000_000
+    assert "llama2-70b-interactive.Server.target_qps" in m["user_conf"]
+    if not m["valid"]:        # too few queries for the p99 estimates: said so, with the command
+        assert any("early stopping" in w for w in m["invalid_reasons"])
+
+
+def test_llama_test06_passes_and_a_wrong_first_token_fails(llama):
+    qps = round(0.3 * llama["perf"]["metric_value"], 2)
+    args = ("--action=run_audit_harness", "--audit_test=TEST06", *LLAMA, "--scenarios=Server", f"--server_target_qps={qps}")
+    r = run_main(*args, env=llama["env"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    audit = Path(llama["env"]["MLPERF_BUILD_DIR"]) / "compliance_logs" / "TEST06"
+    verify = next(audit.rglob("Server/verify_accuracy.txt"))
+    assert verify.read_text().splitlines() == ["First token check pass: True", "EOS check pass: True",
+                                               "Sample length check pass: True", "TEST06 verification complete"]
+    rec = json.loads((verify.parent / "verification.json").read_text())
+    assert rec["accuracy"]["samples"] >= 100 and "*.*.sample_concatenate_permutation = 0" in rec["audit_config"]
+    bad = run_main(*args, "--plant_first_token", env=llama["env"])
+    assert bad.returncode == 4 and "Traceback" not in bad.stderr
+    assert "First token check pass: False" in verify.read_text()
+    assert "differs from the first token" in bad.stdout
+
+
+def test_llm_null_backend_measures_the_harness_ceiling(tiny_llama, tmp_path):
+    from code.common.runner import run_one
+    from code.common.settings import RunControl
+    from code.main import plan
+
+    _, [s] = plan(["--action=run_harness", *LLAMA, "--scenarios=Offline", *offline_samples(2000), "--gpu_batch_size=64"])
+    m = run_one(s, RunControl(null_processor=True), tmp_path / "run", {})
+    n = m["generation"]["completed"]
+    assert m["valid"] and n >= 2000 and n % 240 == 0      # equal issue: whole passes over the 240 samples
+    assert m["generation"]["tokens"] == n * 48           # null generation runs every sample to max_new_tokens
+    assert m["tokens"]["tokens_per_second"] == pytest.approx(48 * m["metric_value"], rel=0.01)
+
+
+def test_gptj_v50_offline_accuracy_and_server_tokens_inferred(tiny_gptj, tmp_path):
+    run_main("--action=run_harness", *GPTJ, "--scenarios=Offline", "--test_mode=AccuracyOnly",
+             f"--log_dir={tmp_path / 'acc'}", env=tiny_gptj, check=True)
+    m = one(tmp_path / "acc")
+    assert m["accuracy"]["passed"], m["accuracy"]["text"]
+    ref = generate_reference(tiny_gptj, "gptj")
+    got = tokens_of(m["log_dir"])
+    assert sum(got[i] == ref[i] for i in range(len(ref))) >= 0.99 * len(ref)
+    text = (Path(m["log_dir"]) / "accuracy.txt").read_text()
+    assert "'gen_len':" in text and "hash=" in text
+    entry = json.loads((Path(m["log_dir"]) / "mlperf_log_accuracy.json").read_text())[0]
+    assert "token_count" not in entry          # GPT-J: LoadGen infers tokens (infer_token_latencies)
+    run_main("--action=run_harness", *GPTJ, "--scenarios=Server", "--server_target_qps=2", "--min_query_count=20",
+             "--min_duration=1000", f"--log_dir={tmp_path / 'srv'}", env=tiny_gptj, check=True)
+    s = one(tmp_path / "srv")
+    assert s["tokens"]["result_field"] == "result_inferred_completed_tokens_per_second"
+    assert s["tokens"]["tokens_per_second"] and s["loadgen_model"] == "gptj"
+
+
+def test_gptj_needs_an_older_round(tiny_gptj):
+    r = run_main("--action=run_harness", "--benchmarks=gptj", "--model_variant=tiny", "--scenarios=Offline",
+                 "--round=v6.1", env=tiny_gptj)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "not part of MLPerf Inference v6.1" in r.stdout + r.stderr and "--round=v5.0" in r.stdout + r.stderr
+
+
+# --- bad input: one line with the cause, one with the fix, a non-zero exit -----------------------------
+
+def private_scratch(env: dict, tmp_path: Path, bench: str) -> dict:
+    """A copy of the session's tiny scratch for ``bench`` that a test may damage."""
+    src = Path(env["MLPERF_SCRATCH_PATH"])
+    dst = tmp_path / "scratch"
+    for part in ("models", "data", "preprocessed_data"):
+        if (src / part / bench).exists():
+            shutil.copytree(src / part / bench, dst / part / bench)
+    if (src / "models" / "llm_tokenizer").exists():
+        shutil.copytree(src / "models" / "llm_tokenizer", dst / "models" / "llm_tokenizer")
+    return {**env, "MLPERF_SCRATCH_PATH": str(dst), "MLPERF_BUILD_DIR": str(tmp_path / "build")}
+
+
+def assert_one_line_error(r: subprocess.CompletedProcess, *needles: str) -> None:
+    out = r.stdout + r.stderr
+    assert r.returncode not in (0, 1) and "Traceback" not in out, out
+    err = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and any(ln.strip().startswith("fix:") for ln in out.splitlines()), out
+    for n in needles:
+        assert n in out, out
+
+
+def test_bad_input_prompt_longer_than_the_context(tiny_llama, tmp_path):
+    from code.common.llm.harness import load_prompts, save_prompts
+
+    env = private_scratch(tiny_llama, tmp_path, "llama2_70b")
+    p = Path(env["MLPERF_SCRATCH_PATH"]) / "preprocessed_data" / "llama2_70b" / "tiny" / "prompts.npz"
+    prompts = load_prompts(p)
+    prompts[3] = np.arange(2000, dtype=np.int32) % 500
+    save_prompts(p, prompts)
+    r = run_main("--action=run_harness", *LLAMA, "--scenarios=Offline", *offline_samples(10), env=env)
+    assert_one_line_error(r, "prompt 3 has 2000 tokens", "context of 1024", "make preprocess_data")
+
+
+def test_bad_input_empty_dataset_file(tiny_gptj, tmp_path):
+    env = private_scratch(tiny_gptj, tmp_path, "gptj")
+    data = tmp_path / "mydata"
+    data.mkdir()
+    (data / "cnn_eval.json").write_text("[]")
+    r = run_main("--action=preprocess_data", "--benchmarks=gptj", "--model_variant=tiny", f"--data_dir={data}", env=env)
+    assert_one_line_error(r, "holds no samples", "make download_data BENCHMARKS=gptj MODEL_VARIANT=tiny")
+
+
+def test_bad_input_tokenizer_not_matching_the_model(tiny_llama, tmp_path):
+    env = private_scratch(tiny_llama, tmp_path, "llama2_70b")
+    cfg = Path(env["MLPERF_SCRATCH_PATH"]) / "models" / "llama2_70b" / "tiny" / "checkpoint" / "config.json"
+    c = json.loads(cfg.read_text())
+    c["vocab_size"] = 300
+    cfg.write_text(json.dumps(c))
+    r = run_main("--action=generate_engines", *LLAMA, "--scenarios=Offline", env=env)
+    assert_one_line_error(r, "has 512 tokens but the model's vocabulary has 300", "make download_model")
+
+
+def test_bad_input_llm_backend_for_a_vision_benchmark(tiny_llama):
+    r = run_main("--action=info", "--benchmarks=resnet50", "--backend=transformers", env=tiny_llama)
+    assert_one_line_error(r, "--backend=transformers does not run resnet50")
+    r = run_main("--action=info", *LLAMA, "--backend=onnxruntime", env=tiny_llama)
+    assert_one_line_error(r, "does not run llama2_70b", "--backend=transformers")
+
+
+def test_vllm_and_tensorrt_llm_are_guarded():
+    from code.common.backends import backend_class
+
+    for name in ("vllm", "tensorrt_llm"):
+        ok, why = backend_class(name).available()
+        if not ok:
+            assert "does not import" in why
+    ok, _ = backend_class("vllm").available()
+    if not ok:
+        pytest.skip("vllm is not installed (GPU extra: pip install -r requirements-llm-gpu.txt); its path is untested here")
+
+
+# --- the official evaluators on the same logs -------------------------------------------------------
+
+SHIM_EVALUATE = '''
+"""Stand-in for `evaluate` (its metrics download from the Hugging Face hub): rouge via rouge-score,
+the library evaluate's rouge metric itself calls."""
+from rouge_score import rouge_scorer, scoring
+
+
+class _Rouge:
+    def compute(self, predictions, references, rouge_types=None, use_aggregator=True, use_stemmer=False, tokenizer=None):
+        types = rouge_types or ["rouge1", "rouge2", "rougeL", "rougeLsum"]
+        sc = rouge_scorer.RougeScorer(types, use_stemmer=use_stemmer, tokenizer=tokenizer)
+        scores = [sc.score(r, p) for r, p in zip(references, predictions)]
+        return {t: [s[t].fmeasure for s in scores] for t in types}
+
+
+def load(name, *a, **k):
+    assert name == "rouge", name
+    return _Rouge()
+'''
+
+
+def official_env(tmp_path: Path) -> dict:
+    """PYTHONPATH with the `evaluate` stand-in (and a `datasets` stub for GPT-J's imports) and NLTK_DATA
+    with an empty punkt_tab model, which is untrained Punkt: the splitter the harness uses offline."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "evaluate.py").write_text(SHIM_EVALUATE)
+    (shim / "datasets.py").write_text("def load_dataset(*a, **k):\n    raise RuntimeError('offline')\n\n"
+                                      "load_from_disk = load_dataset\n")
+    punkt = tmp_path / "nltk_data" / "tokenizers" / "punkt_tab" / "english"
+    punkt.mkdir(parents=True)
+    for f in ("collocations.tab", "sent_starters.txt", "abbrev_types.txt", "ortho_context.tab"):
+        (punkt / f).write_text("")
+    return {**os.environ, "PYTHONPATH": str(shim), "NLTK_DATA": str(tmp_path / "nltk_data"), "HF_HUB_OFFLINE": "1"}
+
+
+def parse_result_dict(text: str) -> dict:
+    import ast
+    import re
+
+    line = [ln for ln in text.splitlines() if ln.startswith("{") and "rouge1" in ln][-1]
+    return ast.literal_eval(re.sub(r"np\.\w+\(([^)]*)\)", r"\1", line))
+
+
+@pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_DIR"), reason="MLPERF_INFERENCE_DIR not set (a checkout of "
+                    "mlcommons/inference to run the official evaluators)")
+def test_official_llama2_evaluator_agrees_on_the_same_log(llama, tmp_path):
+    root = Path(os.environ["MLPERF_INFERENCE_DIR"]) / "language" / "llama2-70b"
+    scratch = Path(llama["env"]["MLPERF_SCRATCH_PATH"])
+    m = llama["acc_bs16"]
+    r = subprocess.run([sys.executable, str(root / "evaluate-accuracy.py"),
+                        "--checkpoint-path", str(scratch / "models" / "llama2_70b" / "tiny" / "checkpoint"),
+                        "--mlperf-accuracy-file", str(Path(m["log_dir"]) / "mlperf_log_accuracy.json"),
+                        "--dataset-file", str(scratch / "data" / "llama2_70b" / "tiny"
+                                              / "open_orca_gpt4_tokenized_llama.sampled_24576.pkl"),
+                        "--dtype", "int32"], cwd=tmp_path, env=official_env(tmp_path), capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    theirs, ours = parse_result_dict(r.stdout), m["accuracy"]["metrics"]
+    for k in ("rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len", "gen_num", "gen_tok_len", "tokens_per_sample"):
+        assert float(theirs[k]) == pytest.approx(float(ours[k]), abs=1e-4), k
+
+
+@pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_DIR"), reason="MLPERF_INFERENCE_DIR not set (a checkout of "
+                    "mlcommons/inference to run the official evaluators)")
+def test_official_gptj_evaluator_agrees_on_the_same_log(tiny_gptj, tmp_path):
+    root = Path(os.environ["MLPERF_INFERENCE_DIR"]) / "language" / "gpt-j"
+    scratch = Path(tiny_gptj["MLPERF_SCRATCH_PATH"])
+    run_main("--action=run_harness", *GPTJ, "--scenarios=Offline", "--test_mode=AccuracyOnly", "--llm_sample_count=120",
+             f"--log_dir={tmp_path / 'acc'}", env=tiny_gptj, check=True)
+    m = one(tmp_path / "acc")
+    # evaluation.py loads the tokenizer "EleutherAI/gpt-j-6B": a local folder of that name is the tiny one
+    cwd = tmp_path / "cwd"
+    shutil.copytree(scratch / "models" / "gptj" / "tiny" / "checkpoint", cwd / "EleutherAI" / "gpt-j-6B")
+    data = json.loads((scratch / "data" / "gptj" / "tiny" / "cnn_eval.json").read_text())[:120]
+    (cwd / "cnn_eval.json").write_text(json.dumps(data))
+    env = official_env(tmp_path)
+    env["PYTHONPATH"] += os.pathsep + str(root)
+    r = subprocess.run([sys.executable, str(root / "evaluation.py"), "--mlperf-accuracy-file",
+                        str(Path(m["log_dir"]) / "mlperf_log_accuracy.json"), "--dataset-file", "cnn_eval.json",
+                        "--dtype", "int32"], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    theirs, ours = parse_result_dict(r.stdout), m["accuracy"]["metrics"]
+    for k in ("rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len", "gen_num"):
+        assert float(theirs[k]) == pytest.approx(float(ours[k]), abs=1e-4), k
