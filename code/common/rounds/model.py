@@ -51,6 +51,9 @@ class RoundBenchmark:
     accuracy_max: Mapping[str, float] = dataclasses.field(default_factory=dict)
     extra_accuracy_files: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # dir -> stems
     result_field: Mapping[str, str] = dataclasses.field(default_factory=dict)  # scenario -> checker field override
+    # datacenter (and datacenter,edge) scenarios of which a closed submission holds at least one beside
+    # the required ones (the checker's optional-scenarios-*: "Interactive or Server" for the LLMs since v5.1)
+    optional_scenarios: tuple[str, ...] = ()
 
     def required_scenarios(self, system_type: str) -> tuple[str, ...] | None:
         """Scenarios a closed submission must hold for ``system_type``; None: benchmark not in that category."""
@@ -59,10 +62,15 @@ class RoundBenchmark:
                "datacenter,edge": self.both_scenarios}.get(st)
         return req if req else None
 
+    def optional(self, system_type: str) -> tuple[str, ...]:
+        """The optional scenarios for ``system_type`` (datacenter categories only)."""
+        return self.optional_scenarios if "datacenter" in system_type else ()
+
     @property
     def scenarios(self) -> tuple[str, ...]:
-        """Every scenario the round defines for this entry, in any category."""
-        return tuple(dict.fromkeys(self.edge_scenarios + self.datacenter_scenarios + self.both_scenarios))
+        """Every scenario the round defines for this entry, in any category (optional ones included)."""
+        return tuple(dict.fromkeys(self.edge_scenarios + self.datacenter_scenarios + self.both_scenarios
+                                   + self.optional_scenarios))
 
     def delta_perc(self, metric: str) -> float:
         """Allowed TEST01 fallback accuracy delta in percent (checker default: 1, or 0.1 for -99.9)."""

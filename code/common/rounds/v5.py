@@ -59,9 +59,9 @@ def edit(benchmarks: dict[str, RoundBenchmark], *names: str, **changes) -> dict[
     return {n: dataclasses.replace(benchmarks[n], **changes) for n in names}
 
 
-def llama2_70b(name: str = "llama2-70b", dc=(OFF,), both=(OFF,)) -> dict[str, RoundBenchmark]:
+def llama2_70b(name: str = "llama2-70b", dc=(OFF,), both=(OFF,), optional=("Interactive", SRV)) -> dict[str, RoundBenchmark]:
     """``name`` is also the LoadGen model: "llama2-70b" or v5.0's "llama2-70b-interactive"."""
-    return split(name, "llama2_70b", name, dc=dc, both=both, size=24576, psc=24576,
+    return split(name, "llama2_70b", name, dc=dc, both=both, size=24576, psc=24576, optional_scenarios=optional,
                  tests=("TEST06",), result_field=TOKENS, up=("TOKENS_PER_SAMPLE", 294.45 * 1.1),
                  acc=lambda f: ("ROUGE1", 44.4312 * f, "ROUGE2", 22.0352 * f, "ROUGEL", 28.6162 * f,
                                 "TOKENS_PER_SAMPLE", 294.45 * 0.9))
@@ -96,9 +96,9 @@ _V50 = {
                           SRV: "result_inferred_completed_tokens_per_second"},
             acc=lambda f: ("ROUGE1", 42.9865 * f, "ROUGE2", 20.1235 * f, "ROUGEL", 29.9881 * f,
                            "GEN_LEN", 4016878 * 0.9)),
-    **llama2_70b(dc=(SRV, OFF), both=(SRV, OFF)),
+    **llama2_70b(dc=(SRV, OFF), both=(SRV, OFF), optional=()),
     # v5.0 files the interactive latency bounds as separate names whose "Server" is interactive.
-    **llama2_70b("llama2-70b-interactive", dc=(SRV, OFF), both=(SRV, OFF)),
+    **llama2_70b("llama2-70b-interactive", dc=(SRV, OFF), both=(SRV, OFF), optional=()),
     # the checker's v5.0 image list (the same ten as its v4.0 one)
     "stable-diffusion-xl": sdxl(("4459", "4015", "2705", "1682", "4048", "4683", "3757", "1578", "3319", "95"),
                                 dc=(SRV, OFF)),
@@ -119,6 +119,7 @@ V5_0 = Round(version="v5.0", loadgen_versions=("5.0.0", "5.0.21"), seeds=SEEDS_V
 # llama2-70b-99/-99.9 now); ResNet50 leaves the datacenter category; llama3.1-8b (+ edge) arrive.
 LLAMA31_8B = {
     "llama3.1-8b": entry("llama3.1-8b", "llama3_1_8b", "llama3_1-8b", dc=(OFF,), both=(OFF,), size=13368,
+                         optional_scenarios=("Interactive", SRV),
                          psc=13368, tests=("TEST06",), result_field=TOKENS,
                          acc=("ROUGE1", 38.7792 * 0.99, "ROUGE2", 15.9075 * 0.99, "ROUGEL", 24.4957 * 0.99,
                               "ROUGELSUM", 35.793 * 0.99, "GEN_LEN", 8167644 * 0.9),

@@ -5,9 +5,9 @@ b66003e10e2db4b8c36a448b0545ec90fcc6e9e9 ("Require only one of server or interac
 comes from. ``tests/test_rounds_official.py`` compares both files with a checkout.
 
 Only the harness's benchmarks are listed (rgat, llama3.1-405b, deepseek-r1, whisper, gpt-oss-120b,
-qwen3-vl, wan-2.2, dlrm-v3, yolo, e2e-rag, pointpainting are not). The checker's *optional*
-scenarios ("one of Interactive or Server" for the datacenter LLMs) are not in ``RoundBenchmark``: the
-scenario tuples hold the required ones only.
+qwen3-vl, wan-2.2, dlrm-v3, yolo, e2e-rag, pointpainting are not). The scenario tuples hold the
+required scenarios; the checker's *optional* ones ("one of Interactive or Server" for the datacenter
+LLMs since v5.1, ``optional-scenarios-datacenter``) are ``RoundBenchmark.optional_scenarios``.
 """
 from __future__ import annotations
 

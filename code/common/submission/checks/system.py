@@ -47,6 +47,10 @@ def check_scenarios(f: Findings, bench_dir: Path, rnd: rounds.Round, rb: rounds.
         missing = [s for s in req if s not in scens]
         if missing:
             f.error(bench_dir, f"missing required scenario(s) for {stype}: {', '.join(missing)}")
-        extra = [s for s in scens if s not in req]
+        optional = rb.optional(stype)
+        extra = [s for s in scens if s not in req and s not in optional]
+        if optional and not any(s in scens for s in optional):
+            f.error(bench_dir, f"{rb.name} for {stype} needs one of {' or '.join(optional)} besides "
+                               f"{', '.join(req)}")
         if extra:
             f.error(bench_dir, f"scenario(s) not part of {rb.name} for {stype}: {', '.join(extra)}")
