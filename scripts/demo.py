@@ -58,8 +58,11 @@ def main() -> int:
         llm = [f"--benchmarks={a.llm_benchmarks}", "--model_variant=tiny"]
         for action in ("download_model", "download_data", "preprocess_data"):
             step([f"--action={action}", *llm])
+        # 460 queries at least: the p99 TTFT and TPOT early-stopping estimates need that many (64 samples:
+        # equal issue rounds the count up to whole passes over them)
         step(["--action=run_harness", *llm, "--scenarios=Offline,Server", "--test_mode=PerformanceOnly", "--fast",
-              f"--min_duration={int(a.seconds * 1000)}", "--min_query_count=100", f"--log_dir={logs}"])
+              f"--min_duration={int(a.seconds * 1000)}", "--min_query_count=460", "--performance_sample_count=64",
+              f"--log_dir={logs}"])
         step(["--action=run_harness", *llm, "--scenarios=Offline", "--test_mode=AccuracyOnly", f"--log_dir={logs}"])
     print()
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "print_harness_result.py"), str(logs)], cwd=REPO)
