@@ -328,3 +328,12 @@ def test_official_gptj_evaluator_agrees_on_the_same_log(tiny_gptj, tmp_path):
     theirs, ours = parse_result_dict(r.stdout), m["accuracy"]["metrics"]
     for k in ("rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len", "gen_num"):
         assert float(theirs[k]) == pytest.approx(float(ours[k]), abs=1e-4), k
+
+
+def test_llama_server_overload_is_bounded_and_invalid(tiny_llama, tmp_path):
+    r = run_main("--action=run_harness", *LLAMA, "--scenarios=Server", "--server_target_qps=5000", "--force",
+                 "--min_duration=2000", "--min_query_count=1", f"--log_dir={tmp_path}", env=tiny_llama, timeout=600)
+    m = one(tmp_path)
+    assert m["overload"] and m["overload"]["shed"] > 0 and not m["valid"], r.stdout
+    assert m["result_validity"] == "INVALID" and "overload" in m["invalid_reasons"][0].lower()
+    assert m["overload"]["max_pending"] >= 256

@@ -210,3 +210,39 @@ def test_tokenizer_loads_fast_and_slow_with_the_same_ids(tmp_path):
     assert tiny.load_tokenizer(d)(text)["input_ids"] == tiny.load_tokenizer(d, use_fast=False)(text)["input_ids"]
     assert tiny.load_tokenizer(d).eos_token_id == tiny.EOS
 
+
+
+class SlowStep(NullStepModel):
+    """Null tokens, 20 ms per forward: a known, low service rate."""
+
+    def join(self, prompts, suppress_eos):
+        threading.Event().wait(0.02)
+        return super().join(prompts, suppress_eos)
+
+    def step(self, last_tokens, suppress_eos):
+        threading.Event().wait(0.02)
+        return super().step(last_tokens, suppress_eos)
+
+
+def test_streaming_sut_sheds_past_its_pending_bound():
+    from code.common.llm.sut import StreamingSUT
+
+    class S:
+        def __init__(self, i):
+            self.id, self.index = i, i % 4
+    lg = FakeLG()
+    sut = StreamingSUT(lg, [Scheduler(SlowStep(2), 2)], lambda i: np.arange(4, dtype=np.int32), max_new_tokens=5,
+                       min_new_tokens=2)
+    sut.max_pending = 6
+    sut.start()
+    for i in range(40):
+        sut.issue_queries([S(i)])
+    for _ in range(500):
+        if sut.completed == 40:
+            break
+        threading.Event().wait(0.01)
+    sut.stop()
+    assert sut.completed == 40 and sut.overload is not None and sut.overload["max_pending"] == 6
+    assert 0 < sut.shed <= 40 - 6 and sut.stats()["shed"] == sut.shed     # at most max_pending were queued
+    shed = [r for r in lg.done if r.n_tokens == 2 and r.payload.tolist() == [2, 2]]
+    assert len(shed) == sut.shed          # answered at once with a first token and two EOS (n_tokens >= 2)

@@ -116,11 +116,15 @@ def run(req: dict, stage: Path, result: dict) -> None:
         if result["fast_sizing"]:
             f = result["fast_sizing"]
             print(f"[fast] measured {f['measured']}: {f['setting']} {f['configured']:g} -> {f['set']:g}", flush=True)
-    if dispatch == "batcher":     # the effective target and bound, after user.conf, mlperf.conf and --fast
+    server = scenarios.get(settings.scenario).loadgen_enum == "Server"
+    if dispatch == "batcher" or (dispatch == "stream" and server):
+        # the effective target and bound, after user.conf, mlperf.conf and --fast; LLMs judged per token
+        # (target_latency 0) are bounded by their TTFT
         queries = max(ts.min_query_count, ts.server_target_qps * ts.min_duration_ms / 1000)
-        sut_impl.max_pending = pending_bound(ts.server_target_qps, ts.server_target_latency_ns / 1e9,
-                                             ts.server_target_latency_percentile, queries,
-                                             max(1, procs[0].batch_size), len(procs))
+        bound_ns = ts.server_target_latency_ns or (ts.ttft_latency if ts.use_token_latencies else 0)
+        bs = max(1, getattr(procs[0], "batch_size", 0) or getattr(procs[0], "max_batch_size", 1))
+        sut_impl.max_pending = pending_bound(ts.server_target_qps, bound_ns / 1e9, ts.server_target_latency_percentile,
+                                             queries, bs, len(procs))
     if control.verbose:
         print(f"[child] set-up {time.time() - t0:.1f}s; {len(procs)} worker(s), batch "
               f"{getattr(sut_impl, 'batch_size', settings.values.get('gpu_batch_size'))}", flush=True)

@@ -12,6 +12,12 @@ settings say (``code.common.llm.generation``).
 - Response memory: the int32 arrays stay referenced until the call that hands them over returns.
 
 The counters ``issued`` / ``completed`` and ``state()`` are what the watchdog (``code.common.monitor``) reads.
+
+Overload (Server, Interactive): as in the batching SUT (``code.common.sut.pending_bound``), once more
+than ``max_pending`` samples are outstanding the run is lost anyway; the SUT records ``overload``
+and answers every later sample at once (a first token, then two EOS tokens: LoadGen's token
+accounting rejects fewer than two), so memory and the run's length stay bounded. Such a run is
+INVALID whatever LoadGen says and is never staged.
 """
 from __future__ import annotations
 
@@ -39,7 +45,10 @@ class StreamingSUT:
         self.tokens = 0
         self.first_tokens = 0
         self.errors: list[BaseException] = []
-        self.overload = None                      # the batching SUT's field; generation never sheds
+        self.max_pending = 0                      # Server / Interactive: 0 = unbounded (set by the harness child)
+        self.overload: dict | None = None         # set once, when max_pending is exceeded
+        self.shed = 0
+        self._t0: float | None = None
         self.outputs: dict[int, np.ndarray] | None = None   # set to {} to keep every sample's tokens (tests)
         self._lock = threading.Lock()
 
@@ -60,6 +69,11 @@ class StreamingSUT:
     def issue_queries(self, samples) -> None:
         self.issued += len(samples)
         now = time.monotonic()
+        if self._t0 is None:
+            self._t0 = now
+        if self.max_pending and (self.overload is not None or self.issued - self.completed > self.max_pending):
+            self._shed(samples, now)
+            return
         reqs = [GenRequest(s.id, s.index, self.prompt(s.index), self.max_new_tokens, self.min_new_tokens, issued=now)
                 for s in samples]
         procs = self.processors
@@ -78,6 +92,22 @@ class StreamingSUT:
 
     def flush_queries(self) -> None:
         return None
+
+    def _shed(self, samples, now: float) -> None:
+        if self.overload is None:
+            elapsed = max(now - (self._t0 or now), 1e-3)
+            self.overload = {"at_s": round(elapsed, 3), "pending": self.issued - self.completed,
+                             "max_pending": self.max_pending, "completed": self.completed,
+                             "served_per_s": round(self.completed / elapsed, 3)}
+            print(f"[run] overloaded: {self.overload['pending']} samples outstanding (limit {self.max_pending}) after "
+                  f"{elapsed:.1f}s, serving {self.overload['served_per_s']:g} samples/s; the rest of this run is "
+                  "answered at once and it is INVALID", flush=True)
+        eos = self.processors[0].eos_token_id or 0
+        for s in samples:
+            r = GenRequest(s.id, s.index, self.prompt(s.index), 2)
+            self._first(r, eos)
+            self._done(r, np.array([eos, eos], dtype=np.int32))
+        self.shed += len(samples)
 
     def state(self) -> str:
         return (f"{self.completed} of {self.issued} issued samples completed ({self.tokens} tokens); "
@@ -106,4 +136,4 @@ class StreamingSUT:
 
     def stats(self) -> dict:
         return {"tokens": self.tokens, "first_tokens": self.first_tokens, "completed": self.completed,
-                "workers": [p.stats() for p in self.processors]}
+                "shed": self.shed, "workers": [p.stats() for p in self.processors]}
