@@ -246,3 +246,33 @@ def test_streaming_sut_sheds_past_its_pending_bound():
     assert 0 < sut.shed <= 40 - 6 and sut.stats()["shed"] == sut.shed     # at most max_pending were queued
     shed = [r for r in lg.done if r.n_tokens == 2 and r.payload.tolist() == [2, 2]]
     assert len(shed) == sut.shed          # answered at once with a first token and two EOS (n_tokens >= 2)
+
+
+def test_gpu_workers_follow_tensor_parallel_size(monkeypatch):
+    """8 H100s, fp8, tensor parallel 1: eight workers, one GPU each. A100s at tensor parallel 2 (fp16 70B):
+    a worker per two GPUs, and on one A100 an error naming the GPUs needed."""
+    from code.common.errors import HarnessError
+    from code.common.systems import KnownSystems
+    from code.llama2_70b.harness import Llama2Benchmark
+    from code.main import plan
+    from tests.test_systems_coverage import fake
+
+    cls = {c.system_id: c for c in KnownSystems.gpu_classes()}
+    fake(monkeypatch, cls["H100-SXM-80GB"], 8)
+    _, [s] = plan(["--action=info", "--benchmarks=llama2_70b", "--scenarios=Offline"])
+    b = Llama2Benchmark(s)
+    monkeypatch.setattr(b, "model_config", lambda: {"eos_token_id": 2, "max_position_embeddings": 4096})
+    specs = b.worker_specs("/ckpt")
+    assert [w.gpus for w in specs] == [(i,) for i in range(8)] and specs[0].precision == "fp8"
+    fake(monkeypatch, cls["A100-SXM-80GB"], 4)
+    _, [s] = plan(["--action=info", "--benchmarks=llama2_70b", "--scenarios=Offline"])
+    b = Llama2Benchmark(s)
+    monkeypatch.setattr(b, "model_config", lambda: {"eos_token_id": 2, "max_position_embeddings": 4096})
+    assert [w.gpus for w in b.worker_specs("/ckpt")] == [(0, 1), (2, 3)]
+    fake(monkeypatch, cls["A100-SXM-80GB"], 1)
+    _, [s] = plan(["--action=info", "--benchmarks=llama2_70b", "--scenarios=Offline"])
+    b = Llama2Benchmark(s)
+    monkeypatch.setattr(b, "model_config", lambda: {"eos_token_id": 2, "max_position_embeddings": 4096})
+    with pytest.raises(HarnessError) as e:
+        b.worker_specs("/ckpt")
+    assert "needs 2 GPUs" in e.value.cause and "--tensor_parallel_size=1" in e.value.fix

@@ -313,6 +313,10 @@ class LLMBenchmark(Benchmark):
         pad = cfg.get("pad_token_id")
         gpu = s.system.accelerator == "gpu"
         per = max(1, s.tensor_parallel_size * s.pipeline_parallel_size)
+        if gpu and s.system.gpu_count < per:
+            raise HarnessError(f"tensor_parallel_size {s.tensor_parallel_size} x pipeline_parallel_size "
+                               f"{s.pipeline_parallel_size} needs {per} GPUs; {s.system_id} has {s.system.gpu_count}",
+                               f"use --tensor_parallel_size={s.system.gpu_count} (or a system block of your own)")
         devs = self.workers()
         slices = self.cpu_slices() or [()] * len(devs)
         cores = max(1, len(os.sched_getaffinity(0)))
