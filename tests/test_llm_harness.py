@@ -337,3 +337,13 @@ def test_llama_server_overload_is_bounded_and_invalid(tiny_llama, tmp_path):
     assert m["overload"] and m["overload"]["shed"] > 0 and not m["valid"], r.stdout
     assert m["result_validity"] == "INVALID" and "overload" in m["invalid_reasons"][0].lower()
     assert m["overload"]["max_pending"] >= 256
+
+
+def test_llama_fast_sizes_itself_by_a_warm_up(tiny_llama, tmp_path):
+    run_main("--action=run_harness", *LLAMA, "--scenarios=Offline", "--fast", "--min_duration=3000",
+             f"--log_dir={tmp_path}", env=tiny_llama, check=True)
+    m = one(tmp_path)
+    f = m["fast_sizing"]
+    assert f["setting"] == "offline_expected_qps" and f["measured"]["samples_per_s"] > 0
+    assert f["set"] == pytest.approx(1.1 * f["measured"]["samples_per_s"])
+    assert m["valid"], m["invalid_reasons"]

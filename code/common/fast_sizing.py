@@ -96,3 +96,30 @@ def size(ts, settings, procs, qsl) -> dict | None:
     setattr(ts, key, new)
     return {"setting": key, "configured": old, "set": new, "measured": measured,
             "warmup_s": round(time.monotonic() - t0, 2)}
+
+
+STREAM_SERVER_CAP = 0.5   # LLM Server: half the measured rate (TTFT needs headroom that a batch rate does not show)
+
+
+def size_stream(ts, settings, sut, count: int) -> dict | None:
+    """``size`` for the token-streaming SUT (LLMs): the warm-up keeps each worker two batches deep
+    (SingleStream: one sample at a time) through ``StreamingSUT.measure``."""
+    from code.common import scenarios
+
+    sc = scenarios.get(settings.scenario)
+    if settings.sources.get(sc.sizing) == "cli":
+        return None
+    t0 = time.monotonic()
+    single = sc.name == "SingleStream"
+    m = sut.measure(count, WARMUP_S, depth=1 if single else None, max_seconds=MAX_WARMUP_S)
+    if not m["samples_per_s"]:
+        return None
+    if sc.name == "Offline":
+        key, old, new = "offline_expected_qps", ts.offline_expected_qps, m["samples_per_s"] * MARGIN
+    elif single:
+        key, old, new = sc.sizing, ts.single_stream_expected_latency_ns, int(m["mean_latency_ns"] / MARGIN)
+    else:
+        key, old = "server_target_qps", ts.server_target_qps
+        new = min(old, STREAM_SERVER_CAP * m["samples_per_s"])
+    setattr(ts, key, new)
+    return {"setting": key, "configured": old, "set": new, "measured": m, "warmup_s": round(time.monotonic() - t0, 2)}

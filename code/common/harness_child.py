@@ -111,8 +111,9 @@ def run(req: dict, stage: Path, result: dict) -> None:
                 procs = [CachingProcessor(p) for p in procs]
         sut_impl = BatchingSUT(lg, dispatch, procs, bench.batch_timeout_s())
     sut_impl.start()
-    if settings.fast and control.test_mode == "PerformanceOnly" and not req.get("audit") and dispatch != "stream":
-        result["fast_sizing"] = fast_sizing.size(ts, settings, procs, qsl_impl)   # ~1 minute on this machine
+    if settings.fast and control.test_mode == "PerformanceOnly" and not req.get("audit"):
+        result["fast_sizing"] = (fast_sizing.size_stream(ts, settings, sut_impl, qsl_impl.total_count)
+                                 if dispatch == "stream" else fast_sizing.size(ts, settings, procs, qsl_impl))
         if result["fast_sizing"]:
             f = result["fast_sizing"]
             print(f"[fast] measured {f['measured']}: {f['setting']} {f['configured']:g} -> {f['set']:g}", flush=True)

@@ -93,6 +93,56 @@ class StreamingSUT:
     def flush_queries(self) -> None:
         return None
 
+    def measure(self, count: int, seconds: float, depth: int | None = None, max_seconds: float = 60.0) -> dict:
+        """``--fast`` warm-up, before LoadGen starts: keep ``depth`` random samples outstanding per worker
+        (default: two batches) for ``seconds``, answered to local callbacks (LoadGen sees nothing), then
+        drain. Returns completed samples/s over the window after the first completion (cold start left
+        out) and the mean latency of one sample."""
+        import random
+
+        rnd = random.Random(0)
+        lock, done = threading.Lock(), threading.Event()
+        state = {"open": 0, "n": 0, "lat": 0.0, "first": None, "last": None}
+        t_end = time.monotonic() + seconds
+        saved = [(p.on_first, p.on_done) for p in self.processors]
+
+        def submit(p) -> None:
+            with lock:
+                state["open"] += 1
+            i = rnd.randrange(count)
+            p.submit([GenRequest(-1, i, self.prompt(i), self.max_new_tokens, self.min_new_tokens)])
+
+        def finished(p):
+            def on_done(r: GenRequest, tokens) -> None:
+                now = time.monotonic()
+                with lock:
+                    state["open"] -= 1
+                    if state["first"] is None:
+                        state["first"] = now
+                    else:
+                        state["n"] += 1
+                        state["lat"] += now - r.issued
+                    state["last"] = now
+                    more = now < t_end and now < state["first"] + max_seconds
+                    if not more and state["open"] == 0:
+                        done.set()
+                if more:
+                    submit(p)
+            return on_done
+        for p in self.processors:
+            p.on_first, p.on_done = (lambda r, t: None), finished(p)
+        try:
+            for p in self.processors:
+                for _ in range(depth or 2 * max(1, p.max_batch_size)):
+                    submit(p)
+            done.wait(seconds + max_seconds + 60)
+        finally:
+            for p, (f, d) in zip(self.processors, saved):
+                p.on_first, p.on_done = f, d
+        span = (state["last"] or 0) - (state["first"] or 0)
+        return {"samples_per_s": round(state["n"] / span, 3) if span > 0 else 0.0,
+                "mean_latency_ns": int(state["lat"] / state["n"] * 1e9) if state["n"] else 0}
+
     def _shed(self, samples, now: float) -> None:
         if self.overload is None:
             elapsed = max(now - (self._t0 or now), 1e-3)
