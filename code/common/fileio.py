@@ -178,6 +178,17 @@ def load_array(path: str | os.PathLike, fix: str, *, dtype=None, shape: tuple | 
     return a
 
 
+def git_blob_sha1(path: str | os.PathLike) -> str:
+    """The id git (and the Hugging Face Hub, for non-LFS files) records for a file: sha1 of
+    "blob <size>\\0" + its bytes."""
+    h = hashlib.sha1()
+    h.update(f"blob {os.path.getsize(path)}\0".encode())
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

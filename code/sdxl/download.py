@@ -7,14 +7,13 @@ accuracy scorers' weights (code.sdxl.scorers). The tiny variant is built locally
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
 
 from code.common.errors import HarnessError, MissingDataError
-from code.common.fileio import download, sha256_file, staged_path, write_json, write_text
+from code.common.fileio import download, git_blob_sha1, sha256_file, staged_path, write_json, write_text
 from code.sdxl.constants import HF_MODEL_ID, TINY_SAMPLES, TINY_SEED, latent_side
 
 INFERENCE_COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"
@@ -37,15 +36,6 @@ DATA_FILES = {
 REQUIRED = ("captions_source.tsv", "latents.npy", "sample_ids.txt")   # the rest only matter for accuracy/calibration
 DATA_ENV = "MLPERF_SDXL_DATA_DIR"
 FIX_DATA = "make download_data BENCHMARKS=sdxl (or pass --data_dir=<folder with the official files>)"
-
-
-def git_blob_sha1(path: str | os.PathLike) -> str:
-    h = hashlib.sha1()
-    h.update(f"blob {os.path.getsize(path)}\0".encode())
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
 
 
 def checksum_ok(name: str, path: str | os.PathLike) -> bool:

@@ -8,7 +8,6 @@ naming the cause and the command that fixes it.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -298,16 +297,6 @@ def _token(token_env: str) -> str | None:
     return os.environ.get(token_env) or None      # None: huggingface_hub's own login (HF_TOKEN, `hf auth login`)
 
 
-def git_blob_sha1(path: str | os.PathLike) -> str:
-    """The id git (and the Hub, for non-LFS files) records for a file: sha1 of "blob <size>\\0" + bytes."""
-    h = hashlib.sha1()
-    h.update(f"blob {os.path.getsize(path)}\0".encode())
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
-
-
 def hf_file_ok(path: Path, sibling) -> str | None:
     """None when ``path`` matches the Hub's record of it (size; sha256 for LFS files, git blob id
     otherwise), else why not."""
@@ -324,7 +313,7 @@ def hf_file_ok(path: Path, sibling) -> str | None:
         return None if got == lfs.sha256 else f"sha256 {got}, the Hub says {lfs.sha256}"
     blob = getattr(sibling, "blob_id", None)
     if blob:
-        got = git_blob_sha1(path)
+        got = fileio.git_blob_sha1(path)
         return None if got == blob else f"git blob id {got}, the Hub says {blob}"
     return None
 
