@@ -157,14 +157,8 @@ def download_model(dest: Path, log=print) -> Path:
     files of EleutherAI/gpt-j-6B; checked to be a loadable HF folder; ``dest/download.json``
     (written last) records the sources. A folder whose record exists and checks is reused."""
     dest = Path(dest)
-    if (dest / COMPLETE).is_file():
-        try:
-            check_checkpoint(dest)
-            log(f"[gptj] checkpoint present: {dest}")
-            return dest
-        except HarnessError:
-            pass
-    (dest / COMPLETE).unlink(missing_ok=True)
+    if dl.reuse_complete(dest, COMPLETE, check_checkpoint, "[gptj] checkpoint", log):
+        return dest
     files = dl.r2_download(CHECKPOINT_URI, dest, log=log, expect_md5=CHECKPOINT_MD5)
     tokenizer = _add_tokenizer(dest, log)
     cfg = check_checkpoint(dest)

@@ -226,14 +226,8 @@ def download_model(dest: Path, log=print) -> Path:
     MLCommons R2 copy (its llama-2-70b-chat-hf.md5 list), that copy verified. ``dest/download.json``
     is written last, after the safetensors index's shards are all found."""
     dest = Path(dest)
-    if (dest / COMPLETE).is_file():
-        try:
-            check_model(dest)
-            log(f"[llama2-70b] model present: {dest}")
-            return dest
-        except HarnessError:
-            pass
-    (dest / COMPLETE).unlink(missing_ok=True)
+    if dl.reuse_complete(dest, COMPLETE, check_model, "[llama2-70b] model", log):
+        return dest
     if (dest / MEMBERS_LIST).is_file():
         rec = _verify_members_copy(dest, log)
         check_model(dest)

@@ -293,6 +293,20 @@ def hf_error(e: BaseException, repo_id: str, *, repo_type: str = "model", token_
                             f"check network access to huggingface.co (or set HF_ENDPOINT to a mirror), then {rerun}")
 
 
+def reuse_complete(dest: Path, record: str, check: Callable[[Path], object], what: str, log=print) -> bool:
+    """A folder whose completion record ``dest/record`` exists and whose ``check`` passes is reused
+    (True). Otherwise the record is removed, so an interrupted or damaged download is fetched again."""
+    if (dest / record).is_file():
+        try:
+            check(dest)
+            log(f"{what} present: {dest}")
+            return True
+        except HarnessError:
+            pass
+    (dest / record).unlink(missing_ok=True)
+    return False
+
+
 def _token(token_env: str) -> str | None:
     return os.environ.get(token_env) or None      # None: huggingface_hub's own login (HF_TOKEN, `hf auth login`)
 
