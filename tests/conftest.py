@@ -84,6 +84,8 @@ tiny_resnet = _tiny_fixture("tiny_resnet", "resnet50", "The tiny ResNet50 model,
 tiny_sdxl = _tiny_fixture("tiny_sdxl", "sdxl", "The tiny SDXL pipeline, scorers, captions and preprocessed tokens.")
 tiny_llama = _tiny_fixture("tiny_llama", "llama2_70b", "The tiny Llama2-70B stand-in: model, OpenORCA-format pickle, prompts.")
 tiny_gptj = _tiny_fixture("tiny_gptj", "gptj", "The tiny GPT-J: model, synthetic cnn_eval.json and prompts.")
+tiny_retinanet = _tiny_fixture("tiny_retinanet", "retinanet", "The tiny RetinaNet: model, synthetic OpenImages-format set and annotations.")
+tiny_unet3d = _tiny_fixture("tiny_unet3d", "unet3d", "The tiny 3D-UNet: model, synthetic KiTS19-format cases and preprocessed volumes.")
 
 
 def metadata_under(root: str | Path) -> list[dict]:
