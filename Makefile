@@ -102,8 +102,10 @@ check_submission: venv
 docs: venv
 	$(MAIN) --action=docs
 
-# The tiny variant end to end on this machine (CPU fallback), all with --fast.
-DEMO_BENCHMARKS ?= resnet50,sdxl
+# The tiny variant end to end on this machine (CPU fallback), all with --fast. BENCHMARKS=... on the
+# command line picks what it runs (make demo BENCHMARKS=retinanet).
+DEMO_DEFAULT := resnet50,sdxl,llama2_70b
+DEMO_BENCHMARKS ?= $(if $(filter command line environment,$(origin BENCHMARKS)),$(BENCHMARK_LIST),$(DEMO_DEFAULT))
 demo: venv
 	$(PY) scripts/demo.py --benchmarks=$(DEMO_BENCHMARKS)
 

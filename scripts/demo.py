@@ -1,11 +1,14 @@
 """`make demo`: the tiny variant end to end on this machine, every step through the real CLI.
 
 download_model, download_data, preprocess_data, generate_engines, then PerformanceOnly and
-AccuracyOnly in Offline and SingleStream, all with --fast, then the tiny Llama2-70B (Offline and Server
-performance, Offline accuracy) (each performance run sized by its own
+AccuracyOnly in Offline and SingleStream, all with --fast, then the LLMs among --benchmarks (default: the tiny
+Llama2-70B; Offline and Server performance, Offline accuracy) (each performance run sized by its own
 warm-up to --seconds, 10 s by default, instead of --fast's minute, so the demo stays under five
 minutes on a 2-core machine), then the summary table read from metadata.json. Exit code: 0 when
 every run finished (INVALID results are reported, not errors).
+
+``make demo BENCHMARKS=retinanet`` (or ``=3d-unet``, any list) runs just those; a benchmark the installed
+LoadGen's round no longer has runs under the newest round that has it (``--round``).
 """
 from __future__ import annotations
 
@@ -28,34 +31,53 @@ def step(args: list[str]) -> None:
         sys.exit(r.returncode)
 
 
+def groups(names: str, llm: bool) -> dict[tuple[str, ...], list[str]]:
+    """The (LLM or not) benchmarks of ``names`` grouped by the round arguments they run under: a benchmark
+    that the installed LoadGen's round lacks (RetinaNet left after v6.0) runs under the newest round
+    that has it."""
+    from code.common import rounds
+    from code.common.benchmarks import resolve
+
+    out: dict[tuple[str, ...], list[str]] = {}
+    for n in filter(None, (x.strip() for x in names.split(","))):
+        spec = resolve(n)
+        if spec.generates_tokens != llm:
+            continue
+        has = [r.version for r in rounds.ROUNDS.values() if r.entries(spec.name)]
+        args = () if rounds.current().entries(spec.name) or not has else (f"--round={has[-1]}",)
+        out.setdefault(args, []).append(spec.name)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--benchmarks", default="resnet50,sdxl")
+    ap.add_argument("--benchmarks", default="resnet50,sdxl,llama2_70b",
+                    help="any benchmarks; LLMs among them run Offline and Server, the others --scenarios")
     ap.add_argument("--scenarios", default="Offline,SingleStream")
     ap.add_argument("--sdxl-accuracy-samples", type=int, default=128)
     ap.add_argument("--seconds", type=float, default=10.0, help="length of each performance run")
-    ap.add_argument("--llm-benchmarks", default="llama2_70b", help="LLMs run Offline and Server ('' for none)")
     a = ap.parse_args()
     t0 = time.time()
     sys.path.insert(0, str(REPO))
     from code.common import paths, runner
 
     logs = paths.logs_dir() / f"demo-{runner.timestamp()}"
-    common = [f"--benchmarks={a.benchmarks}", "--model_variant=tiny"]
-    for action in ("download_model", "download_data", "preprocess_data"):
-        step([f"--action={action}", *common])
-    step(["--action=generate_engines", *common, f"--scenarios={a.scenarios}"])
-    for mode in ("PerformanceOnly", "AccuracyOnly"):
-        # 100 queries at least: a SingleStream run needs that many for early stopping (tiny SDXL: ~20 s)
-        extra = [f"--min_duration={int(a.seconds * 1000)}", "--min_query_count=100"] if mode == "PerformanceOnly" else []
-        if mode == "AccuracyOnly" and "sdxl" in a.benchmarks:
-            # CLIP/FID scoring dominates a tiny SDXL accuracy run; 128 of the 320 captions keep the demo
-            # under 10 minutes on 2 cores (the full tiny set runs in make test).
-            extra.append(f"--sdxl_sample_count={a.sdxl_accuracy_samples}")
-        step(["--action=run_harness", *common, f"--scenarios={a.scenarios}", f"--test_mode={mode}", "--fast",
-              f"--log_dir={logs}", *extra])
-    if a.llm_benchmarks:      # token streaming: Offline tokens/s and accuracy, Server TTFT/TPOT
-        llm = [f"--benchmarks={a.llm_benchmarks}", "--model_variant=tiny"]
+    for rnd, names in groups(a.benchmarks, llm=False).items():
+        common = [f"--benchmarks={','.join(names)}", "--model_variant=tiny", *rnd]
+        for action in ("download_model", "download_data", "preprocess_data"):
+            step([f"--action={action}", *common])
+        step(["--action=generate_engines", *common, f"--scenarios={a.scenarios}"])
+        for mode in ("PerformanceOnly", "AccuracyOnly"):
+            # 100 queries at least: a SingleStream run needs that many for early stopping (tiny SDXL: ~20 s)
+            extra = [f"--min_duration={int(a.seconds * 1000)}", "--min_query_count=100"] if mode == "PerformanceOnly" else []
+            if mode == "AccuracyOnly" and "sdxl" in names:
+                # CLIP/FID scoring dominates a tiny SDXL accuracy run; 128 of the 320 captions keep the demo
+                # under 10 minutes on 2 cores (the full tiny set runs in make test).
+                extra.append(f"--sdxl_sample_count={a.sdxl_accuracy_samples}")
+            step(["--action=run_harness", *common, f"--scenarios={a.scenarios}", f"--test_mode={mode}", "--fast",
+                  f"--log_dir={logs}", *extra])
+    for rnd, names in groups(a.benchmarks, llm=True).items():   # token streaming: tokens/s, TTFT/TPOT
+        llm = [f"--benchmarks={','.join(names)}", "--model_variant=tiny", *rnd]
         for action in ("download_model", "download_data", "preprocess_data"):
             step([f"--action={action}", *llm])
         # 460 queries at least: the p99 TTFT and TPOT early-stopping estimates need that many (64 samples:
