@@ -11,6 +11,7 @@ PATTERNS = {
     "acc": r"^(?:\{\"accuracy|accuracy)[\": ]*=?\s*(-?[\d\.]+).*",
     "CLIP_SCORE": r".*'CLIP_SCORE':\s+'?(-?[\d.]+).*",
     "FID_SCORE": r".*'FID_SCORE':\s+'?(-?[\d.]+).*",
+    "DICE": r"Accuracy\:\s*mean\s*=\s*(-?[\d\.]+).*",     # 3d-unet: accuracy_kits.py's output line
     # the LLM evaluators print a dict with the reference's lower-case keys
     "ROUGE1": r".*'rouge1':\s+'?(-?[\d.]+)'?.*",
     "ROUGE2": r".*'rouge2':\s+'?(-?[\d.]+)'?.*",

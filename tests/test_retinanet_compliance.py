@@ -1,0 +1,89 @@
+"""RetinaNet compliance on the tiny variant: the round table's audits for retinanet (TEST01 only)
+pass, TEST01 fails on a planted corrupted entry, TEST04 is refused as not applicable."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_audit_passed, offline_samples, run_main
+
+SHORT = offline_samples(96)
+BASE = ("--benchmarks=retinanet", "--model_variant=tiny", "--scenarios=Offline", "--round=v6.0")
+
+
+@pytest.fixture(scope="module")
+def env(tiny_retinanet, tmp_path_factory):
+    e = dict(tiny_retinanet, MLPERF_BUILD_DIR=str(tmp_path_factory.mktemp("retinanet_audit") / "build"))
+    for mode in ("PerformanceOnly", "AccuracyOnly"):
+        r = run_main("--action=run_harness", *BASE, f"--test_mode={mode}", *SHORT, env=e)
+        assert r.returncode == 0, r.stdout + r.stderr
+    return e
+
+
+def _audit_dir(env):
+    return next((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / "TEST01").glob("*/retinanet/Offline"))
+
+
+def test_retinanet_round_table_audits():
+    from code.common import rounds
+
+    e = rounds.current("v6.0").entry("retinanet")
+    assert e.compliance_tests == ("TEST01",) and e.test01_sampling_target == 256
+    assert e.accuracy_min["mAP"] == pytest.approx(37.55 * 0.99)
+
+
+def test_retinanet_offline_test01_pass(env):
+    r = run_main("--action=run_audit_harness", "--audit_test=TEST01", *BASE, *SHORT, env=env)
+    d = _audit_dir(env)
+    rec = json.loads((d / "verification.json").read_text())
+    outright = assert_audit_passed(rec)
+    assert r.returncode == (0 if outright else 4), r.stdout + r.stderr
+    assert rec["accuracy"]["passed"] and rec["accuracy"]["num_perf_log_data_mismatch"] == 0
+    assert rec["accuracy"]["num_perf_log_entries"] > 0
+    assert "TEST PASS" in (d / "verify_accuracy.txt").read_text()
+    md = json.loads((d / "metadata.json").read_text())
+    assert md["audit_test"] == "TEST01" and md["status"] == "ok"
+    assert md["effective"]["effective_accuracy_log_sampling_target"] == 256
+    assert not (d / "audit.config").exists()
+
+
+def test_retinanet_offline_test01_corrupted_entry_fails(env, tmp_path, monkeypatch):
+    from code.common import rounds
+    from code.common.benchmarks import implementation
+    from code.common.compliance.audit import reference_runs, verify_audit_dir
+    from code.main import plan
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    if not list((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / "TEST01").glob("*/retinanet/Offline")):
+        run_main("--action=run_audit_harness", "--audit_test=TEST01", *BASE, *SHORT, env=env)
+    d = _audit_dir(env)
+    system = d.parts[-3]
+    perf, acc = reference_runs(system, "retinanet", "Offline")
+    bad = tmp_path / "acc"
+    shutil.copytree(acc.dir, bad)
+    logged = {e["qsl_idx"] for e in json.loads((d / "mlperf_log_accuracy.json").read_text())}
+    entries = json.loads((bad / "mlperf_log_accuracy.json").read_text())
+    victim = next(e for e in entries if e["qsl_idx"] in logged and len(e["data"]) >= 56)
+    victim["data"] = victim["data"][:8] + ("00000000" if victim["data"][8:16] != "00000000" else "0000803f") \
+        + victim["data"][16:]                              # ymin of its first box changed
+    (bad / "mlperf_log_accuracy.json").write_text(json.dumps(entries))
+    work = tmp_path / "audit"
+    shutil.copytree(d, work)
+    _, settings = plan(["--action=run_harness", *BASE])
+    bench = implementation(settings[0].spec)(settings[0])
+    rec = verify_audit_dir("TEST01", work, perf_ref=perf.dir, acc_ref=bad, rb=rounds.current("v6.0").entry("retinanet"),
+                           scorer=bench.accuracy, run_official=True)
+    text = (work / "verify_accuracy.txt").read_text()
+    assert "TEST FAIL" in text and "num_perf_log_data_mismatch = 0" not in text
+    assert not rec["passed"] and rec["accuracy"]["num_perf_log_data_mismatch"] >= 1
+    assert rec["fallback"]["applied"] and (work / "accuracy" / "baseline_accuracy.txt").is_file()
+
+
+def test_retinanet_test04_not_applicable(env):
+    r = run_main("--action=run_audit_harness", "--audit_test=TEST04", *BASE, *SHORT, env=env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "TEST04" in r.stderr and "retinanet" in r.stderr and "Traceback" not in r.stderr
