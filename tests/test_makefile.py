@@ -35,3 +35,23 @@ def test_make_benchmarks_space_list_and_round():
         r = subprocess.run(["make", "-n", target, "ROUND=v5.0", "VENV=/nonexistent-venv"], cwd=REPO,
                            capture_output=True, text=True)
         assert flag in r.stdout, r.stdout
+
+
+def test_make_demo_benchmarks_picks_what_it_runs():
+    r = subprocess.run(["make", "-n", "demo", "BENCHMARKS=retinanet 3d-unet", "VENV=/nonexistent-venv"], cwd=REPO,
+                       capture_output=True, text=True)
+    assert "scripts/demo.py --benchmarks=retinanet,3d-unet" in r.stdout, r.stdout
+    r = subprocess.run(["make", "-n", "demo", "VENV=/nonexistent-venv"], cwd=REPO, capture_output=True, text=True,
+                       env={k: v for k, v in __import__("os").environ.items() if k != "BENCHMARKS"})
+    assert "scripts/demo.py --benchmarks=resnet50,sdxl,llama2_70b" in r.stdout, r.stdout
+
+
+def test_demo_groups_llms_apart_and_runs_retired_benchmarks_under_their_round():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("demo", REPO / "scripts" / "demo.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    assert demo.groups("resnet50,retinanet,3d-unet,llama2_70b", llm=False) == {
+        (): ["resnet50", "unet3d"], ("--round=v6.0",): ["retinanet"]}
+    assert demo.groups("resnet50,retinanet,3d-unet,llama2_70b", llm=True) == {(): ["llama2_70b"]}

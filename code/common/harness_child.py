@@ -60,6 +60,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
     import mlperf_loadgen as lg
 
     from code.common import fast_sizing, monitor, scenarios
+    from code.common.errors import HarnessError, RunError
     from code.common.benchmarks import implementation, resolve
     from code.common.runner import system_from_json
     from code.common.settings import RunControl, RunSettings
@@ -156,7 +157,10 @@ def run(req: dict, stage: Path, result: dict) -> None:
                               "target_qps": ts.server_target_qps}
     if sut_impl.errors:
         e = sut_impl.errors[0]
-        raise RuntimeError(f"{len(sut_impl.errors)} batch(es) failed; first: {type(e).__name__}: {e}")
+        cause = f"{len(sut_impl.errors)} batch(es) failed; first: {type(e).__name__}: {e}"
+        if isinstance(e, HarnessError):       # a Processor's own check (NaN output, wrong shape): keep its fix
+            raise RunError(cause, e.fix)
+        raise RuntimeError(cause)
     if control.test_mode == "AccuracyOnly":
         result["accuracy"] = bench.accuracy(str(stage / "mlperf_log_accuracy.json"), str(stage))
 
