@@ -103,6 +103,9 @@ def _same_as_reference(meta: dict, ref: dict) -> None:
     got_map = meta["accuracy"]["metrics"]["mAP"]
     assert f"{got_map:.4g}" == f"{ref_map:.4g}", (got_map, ref_map)
     rows = _log_rows(meta, ann)
+    print(f"[fidelity] retinanet: mAP harness {got_map:.4f}, plain torch {ref_map:.4f}; "
+          f"{_box_agreement(ref['rows'], rows):.4%} of {sum(len(r) for r in ref['rows'].values())} torch boxes "
+          "matched at IoU >= 0.99")
     assert len(rows) == len(ref["rows"]) == 200
     assert _box_agreement(ref["rows"], rows) >= 0.99
     assert sum(len(r) for r in ref["rows"].values()) > 1000, "too few detections: the check would be vacuous"

@@ -165,6 +165,8 @@ def test_unet3d_fidelity_harness_vs_plain_torch(accuracy_runs, tiny_unet3d):
         d_h.append(_dice(got[case], label[0]))
         d_r.append(_dice(ref, label[0]))
         assert len(np.unique(ref)) == 3, f"{case}: the reference predicts {np.unique(ref)}: a vacuous check"
+    print(f"[fidelity] unet3d: {same}/{total} voxels identical ({same / total:.6f}); mean DICE harness "
+          f"{np.mean(d_h):.6f}, plain torch {np.mean(d_r):.6f}")
     assert same / total >= 0.999, same / total
     assert f"{np.mean(d_h):.4g}" == f"{np.mean(d_r):.4g}", (np.mean(d_h), np.mean(d_r))
     assert f"{accuracy_runs['Offline']['accuracy']['metrics']['DICE']:.4g}" == f"{np.mean(d_r):.4g}"

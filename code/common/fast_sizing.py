@@ -32,12 +32,23 @@ def _throughput(procs, indices: list[int], seconds: float) -> float:
     def loop(i: int, p) -> None:
         p.thread_init()           # as its SUT worker will be (pinned cores)
         bs = max(1, p.batch_size)
-        rnd = random.Random(i)    # random samples per batch, as LoadGen issues them (a gather, not a slice)
-        p.process([rnd.choice(indices) for _ in range(bs)])
+        # every sample equally often, in a shuffled order (a gather, not a slice), as LoadGen's equal-issue mode
+        # issues them: with samples of different cost (3D-UNet volumes of 1-4 patches) a few seconds of random
+        # picks with replacement weigh some samples more than the run will
+        order = list(indices)
+        random.Random(i).shuffle(order)
+        k = 0
+
+        def batch() -> list[int]:
+            nonlocal k
+            k += bs
+            return [order[(k - bs + j) % len(order)] for j in range(bs)]
+
+        p.process(batch())
         t0 = time.monotonic()
         n = 0
         while n < 2 or (time.monotonic() < t0 + seconds and n < 10_000):
-            p.process([rnd.choice(indices) for _ in range(bs)])
+            p.process(batch())
             n += 1
             if time.monotonic() > t0 + MAX_WARMUP_S:
                 break
