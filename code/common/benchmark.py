@@ -64,6 +64,7 @@ class Processor(abc.ABC):
     """
 
     batch_size: int = 1
+    cores: tuple[int, ...] | None = None   # CPU cores this worker's thread is pinned to (Benchmark.worker_specs)
 
     @abc.abstractmethod
     def process(self, indices: Sequence[int]) -> list["np.ndarray"]: ...
@@ -72,9 +73,13 @@ class Processor(abc.ABC):
         return None
 
     def thread_init(self) -> None:
-        """Called once on the worker thread that will use this Processor, before its first batch
-        (e.g. to pin that thread to the Processor's cores)."""
-        return None
+        """Called once on the worker thread that will use this Processor, before its first batch: pins
+        that thread to ``cores`` when set (Linux: pid 0 is the calling thread; ORT's pool threads are
+        pinned by the session)."""
+        if self.cores:
+            import os
+
+            os.sched_setaffinity(0, self.cores)
 
     def close(self) -> None:
         return None
@@ -87,6 +92,10 @@ class Benchmark(abc.ABC):
 
     def __init__(self, settings: "RunSettings"):
         self.settings = settings
+
+    @property
+    def tiny(self) -> bool:
+        return self.settings.model_variant == "tiny"
 
     def fix(self, action: str) -> str:
         """``make <action> BENCHMARKS=<this> [MODEL_VARIANT=tiny]``: see make_fix."""
@@ -140,6 +149,25 @@ class Benchmark(abc.ABC):
         n = len(self.workers())
         per = max(1, len(cores) // n)
         return [tuple(cores[i * per:(i + 1) * per]) or (cores[i % len(cores)],) for i in range(n)]
+
+    def intra_op_threads(self) -> int:
+        """CPU threads per engine: ``cpu_threads``, else this process's cores shared out over the workers."""
+        import os
+
+        return self.settings.cpu_threads or max(1, len(os.sched_getaffinity(0)) // len(self.workers()))
+
+    def worker_specs(self) -> list[tuple[Any, tuple[int, ...] | None]]:
+        """(engine spec, pinned cores or None) per worker: ``engine_spec(device)`` of each entry of
+        ``workers()``, with the worker's ``cpu_slices()`` slice as a load-time option (``extra["cpu_cores"]``:
+        the engine file and its build key stay the same)."""
+        slices = self.cpu_slices() or [None] * len(self.workers())
+        out = []
+        for dev, cores in zip(self.workers(), slices):
+            spec = self.engine_spec(dev)
+            if cores:
+                spec = dataclasses.replace(spec, extra={**spec.extra, "cpu_cores": cores})
+            out.append((spec, cores))
+        return out
 
     def batch_timeout_s(self) -> float:
         """Server batcher: a partial batch is sent once its oldest sample has waited this long."""

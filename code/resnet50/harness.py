@@ -28,10 +28,6 @@ class ResNet50Benchmark(Benchmark):
 
     # --- locations ---------------------------------------------------------------------------
     @property
-    def tiny(self) -> bool:
-        return self.settings.model_variant == "tiny"
-
-    @property
     def model_dir(self) -> Path:
         return paths.models_dir("resnet50", self.settings.model_variant)
 
@@ -112,7 +108,7 @@ class ResNet50Benchmark(Benchmark):
         return EngineSpec(name="resnet50", batch_size=s.batch_size(), precision=s.precision,
                           input_shapes={model.INPUT: (-1, 3, self.crop, self.crop)},
                           workspace_bytes=s.workspace_size,
-                          intra_op_threads=s.cpu_threads or max(1, _cores() // workers),
+                          intra_op_threads=self.intra_op_threads(),
                           allow_spinning=cpu_spin(s.cpu_spin_wait, workers), device_id=device_id)
 
     def onnx_path(self) -> Path:
@@ -135,17 +131,9 @@ class ResNet50Benchmark(Benchmark):
         return self.qsl
 
     def make_processors(self, qsl, engines) -> list[Processor]:
-        import dataclasses
-
         backend = get_backend(self.settings.backend)
-        slices = self.cpu_slices() or [None] * len(self.workers())
-        out = []
-        for dev, cores in zip(self.workers(), slices):
-            spec = self.engine_spec(dev)
-            if cores:          # a load-time option only: the engine file (and its build key) stay the same
-                spec = dataclasses.replace(spec, extra={**spec.extra, "cpu_cores": cores})
-            out.append(ResNet50Processor(backend.load(engines["resnet50"], spec), qsl, spec.batch_size, cores))
-        return out
+        return [ResNet50Processor(backend.load(engines["resnet50"], spec), qsl, spec.batch_size, cores)
+                for spec, cores in self.worker_specs()]
 
     def accuracy(self, accuracy_log: str, out_dir: str) -> dict:
         _, labels = read_val_map(self.val_map, self.fix("download_data"))
@@ -159,12 +147,6 @@ class ResNet50Processor(Processor):
 
     def __init__(self, engine, qsl: ImageNetQSL, batch_size: int, cores: tuple[int, ...] | None = None):
         self.engine, self.qsl, self.batch_size, self.cores = engine, qsl, batch_size, cores
-
-    def thread_init(self) -> None:
-        if self.cores:          # Linux: pid 0 is the calling thread; ORT's pool threads are pinned by the session
-            import os
-
-            os.sched_setaffinity(0, self.cores)
 
     def process(self, indices: Sequence[int]) -> list[np.ndarray]:
         x = self.qsl.batch(indices)
@@ -183,9 +165,3 @@ def check_val_map(path: Path) -> None:
     if len(lines) != 50000 or not all(pat.match(ln) for ln in lines):
         raise MissingDataError(f"downloaded val_map is not the 50000-line ImageNet map ({len(lines)} lines)",
                                "retry make download_data BENCHMARKS=resnet50")
-
-
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0))

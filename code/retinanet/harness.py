@@ -32,10 +32,6 @@ class RetinaNetBenchmark(Benchmark):
 
     # --- locations ---------------------------------------------------------------------------
     @property
-    def tiny(self) -> bool:
-        return self.settings.model_variant == "tiny"
-
-    @property
     def size(self) -> int:
         return model.input_size(self.settings.model_variant)
 
@@ -149,7 +145,7 @@ class RetinaNetBenchmark(Benchmark):
         return EngineSpec(name=name, batch_size=1, precision=s.precision,     # the MLPerf graph is batch 1
                           input_shapes={model.INPUT: (1, 3, self.size, self.size)},
                           workspace_bytes=s.workspace_size,
-                          intra_op_threads=s.cpu_threads or max(1, _cores() // workers),
+                          intra_op_threads=self.intra_op_threads(),
                           allow_spinning=cpu_spin(s.cpu_spin_wait, workers), device_id=device_id,
                           extra={"postprocess": self.postprocess, "variant": s.model_variant})
 
@@ -180,19 +176,10 @@ class RetinaNetBenchmark(Benchmark):
         return self.qsl
 
     def make_processors(self, qsl, engines) -> list[Processor]:
-        import dataclasses
-
         backend = get_backend(self.settings.backend)
-        slices = self.cpu_slices() or [None] * len(self.workers())
-        out = []
-        for dev, cores in zip(self.workers(), slices):
-            spec = self.engine_spec(dev)
-            if cores:
-                spec = dataclasses.replace(spec, extra={**spec.extra, "cpu_cores": cores})
-            post = model.HostPostprocess(self.size) if self.postprocess == "host" else None
-            out.append(RetinaNetProcessor(backend.load(engines["retinanet"], spec), qsl, self.settings.batch_size(),
-                                          self.size, post, cores))
-        return out
+        return [RetinaNetProcessor(backend.load(engines["retinanet"], spec), qsl, self.settings.batch_size(), self.size,
+                                   model.HostPostprocess(self.size) if self.postprocess == "host" else None, cores)
+                for spec, cores in self.worker_specs()]
 
     def accuracy(self, accuracy_log: str, out_dir: str) -> dict:
         entry = self.settings.round_entry()
@@ -229,12 +216,6 @@ class RetinaNetProcessor(Processor):
         self.engine, self.qsl, self.batch_size, self.size, self.post, self.cores = engine, qsl, batch_size, size, post, cores
         self.input = engine.input_names[0] if getattr(engine, "input_names", None) else model.INPUT
 
-    def thread_init(self) -> None:
-        if self.cores:
-            import os
-
-            os.sched_setaffinity(0, self.cores)
-
     def detect(self, x: np.ndarray):
         r = self.engine.infer({self.input: x})
         if self.post is not None:
@@ -256,9 +237,3 @@ def _dataset_size() -> int:
         for e in r.entries("retinanet"):
             return e.dataset_size
     raise RunError("no round lists retinanet", "report this")
-
-
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0))

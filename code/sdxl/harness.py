@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 from typing import Mapping
 
@@ -26,9 +25,6 @@ from code.sdxl import SPEC, download, model
 from code.sdxl.constants import COMPONENTS, IMAGE_SIZE, SUBFOLDER, TINY_SEED, VAE_SCALE
 from code.sdxl.dataset import SDXLData, SDXLQSL, preprocess
 
-
-def _cores() -> int:
-    return max(1, len(os.sched_getaffinity(0)))
 
 
 def _fingerprint(folder: Path) -> list:
@@ -134,7 +130,7 @@ class SDXLBenchmark(Benchmark):
         cfg = self._component_configs()
         bs, prec = self.batch_sizes(), self.precisions()
         workers = len(self.workers())
-        threads = s.cpu_threads or max(1, _cores() // workers)
+        threads = self.intra_op_threads()
         specs = {}
         for c in COMPONENTS:
             rows = 2 * bs[c] if c == "unet" else bs[c]

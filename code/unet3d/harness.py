@@ -1,8 +1,6 @@
 """3D-UNet actions: KiTS19 data, preprocessing, model, engines, QSL, the sliding-window Processor, DICE."""
 from __future__ import annotations
 
-import dataclasses
-import os
 from pathlib import Path
 from typing import Sequence
 
@@ -23,10 +21,6 @@ class UNet3DBenchmark(Benchmark):
     spec = SPEC
 
     # --- locations -----------------------------------------------------------------------------
-    @property
-    def tiny(self) -> bool:
-        return self.settings.model_variant == "tiny"
-
     @property
     def roi(self) -> int:
         return model.TINY_ROI if self.tiny else model.REAL_ROI
@@ -143,7 +137,7 @@ class UNet3DBenchmark(Benchmark):
         r = self.roi
         return EngineSpec(name="unet3d", batch_size=self.patch_batch, precision=s.precision,
                           input_shapes={model.INPUT: (-1, 1, r, r, r)}, workspace_bytes=s.workspace_size,
-                          intra_op_threads=s.cpu_threads or max(1, len(os.sched_getaffinity(0)) // workers),
+                          intra_op_threads=self.intra_op_threads(),
                           allow_spinning=cpu_spin(s.cpu_spin_wait, workers), device_id=device_id)
 
     def onnx_path(self) -> Path:
@@ -171,15 +165,8 @@ class UNet3DBenchmark(Benchmark):
 
     def make_processors(self, qsl, engines) -> list[Processor]:
         backend = get_backend(self.settings.backend)
-        slices = self.cpu_slices() or [None] * len(self.workers())
-        out = []
-        for dev, cores in zip(self.workers(), slices):
-            spec = self.engine_spec(dev)
-            if cores:
-                spec = dataclasses.replace(spec, extra={**spec.extra, "cpu_cores": cores})
-            out.append(UNet3DProcessor(backend.load(engines["unet3d"], spec), qsl, self.roi, self.patch_batch,
-                                       self.settings.batch_size(), cores))
-        return out
+        return [UNet3DProcessor(backend.load(engines["unet3d"], spec), qsl, self.roi, self.patch_batch,
+                                self.settings.batch_size(), cores) for spec, cores in self.worker_specs()]
 
     def accuracy(self, accuracy_log: str, out_dir: str) -> dict:
         d = dataset.read_files_pkl(self.preprocessed, self.fix("preprocess_data"))
@@ -202,10 +189,6 @@ class UNet3DProcessor(Processor):
                  cores: tuple[int, ...] | None = None):
         self.engine, self.qsl, self.roi, self.patch_batch = engine, qsl, roi, patch_batch
         self.batch_size, self.cores = batch_size, cores
-
-    def thread_init(self) -> None:
-        if self.cores:
-            os.sched_setaffinity(0, self.cores)
 
     def infer(self, x: np.ndarray) -> np.ndarray:
         return self.engine.infer({model.INPUT: x})[model.OUTPUT]

@@ -116,10 +116,6 @@ class LLMBenchmark(Benchmark):
         return self.settings.model_variant
 
     @property
-    def tiny(self) -> bool:
-        return self.variant == "tiny"
-
-    @property
     def checkpoint(self) -> Path:
         return paths.models_dir(self.spec.name, self.variant) / "checkpoint"
 
