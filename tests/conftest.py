@@ -86,6 +86,8 @@ tiny_llama = _tiny_fixture("tiny_llama", "llama2_70b", "The tiny Llama2-70B stan
 tiny_gptj = _tiny_fixture("tiny_gptj", "gptj", "The tiny GPT-J: model, synthetic cnn_eval.json and prompts.")
 tiny_retinanet = _tiny_fixture("tiny_retinanet", "retinanet", "The tiny RetinaNet: model, synthetic OpenImages-format set and annotations.")
 tiny_unet3d = _tiny_fixture("tiny_unet3d", "unet3d", "The tiny 3D-UNet: model, synthetic KiTS19-format cases and preprocessed volumes.")
+tiny_bert = _tiny_fixture("tiny_bert", "bert", "The tiny BERT: model, WordPiece vocab, synthetic SQuAD v1.1 JSON and features.")
+tiny_dlrm = _tiny_fixture("tiny_dlrm", "dlrm_v2", "The tiny DLRM-v2: DCNv2 model, synthetic multi-hot Criteo day-23 set and query trace.")
 
 
 def metadata_under(root: str | Path) -> list[dict]:

@@ -159,6 +159,26 @@ def test_submission_export_exact_file_list(exported):
         "mlperf_submission_OpenHarness.tar.gz\n")
 
 
+def test_submission_export_v5_layout(exported, tmp_path):
+    """--version v5.1 (DLRM-v2's last round): compliance/ and measurements/ beside results/, code/ for
+    the source, <system>_<scenario>.json as the checker's MEASUREMENTS_PATH for v5.x finds it; our
+    pre-flight reads the same places (only the v6.1 seeds of these runs are wrong for v5.1)."""
+    final = export.export(submitter="OpenHarness", division="closed", version="v5.1", root=exported["root"],
+                          out=tmp_path / "out", tarball=False, log=lambda *_: None)
+    files = [f for f in files_under(final) if not f.startswith("code/")]
+    audits = [f for f in EXPECTED_SCENARIO_FILES if f.startswith("TEST")]
+    meas = ["README.md", "calibration_process.adoc", "mlperf.conf", "user.conf"]
+    res = [f for f in EXPECTED_SCENARIO_FILES if f.startswith(("accuracy/", "performance/"))]
+    expected = sorted(["documentation/README.md", "documentation/calibration.md", f"systems/{SYS}.json"]
+                      + [f"results/{SYS}/resnet/{s}/{f}" for s in SCEN for f in res]
+                      + [f"compliance/{SYS}/resnet/{s}/{f}" for s in SCEN for f in audits]
+                      + [f"measurements/{SYS}/resnet/{s}/{f}" for s in SCEN for f in meas + [f"{SYS}_{s}.json"]])
+    assert files == expected
+    assert "SUBMISSION.md" in files_under(final / "code") and not (final / "src").exists()
+    errs = [ln for ln in check.check(tmp_path / "out", version="v5.1").lines() if ln.startswith("ERROR")]
+    assert any("/compliance/" in e for e in errs) and not [e for e in errs if "missing" in e], errs
+
+
 def test_submission_truncate_keeps_hash_and_full_log(exported):
     root, build = exported["root"], exported["build"]
     acc = root / f"results/{SYS}/resnet/Offline/accuracy"

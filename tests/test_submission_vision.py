@@ -1,4 +1,5 @@
-"""3D-UNet through staging, truncation, export and the official submission checker (v6.1).
+"""3D-UNet through staging, truncation, export and the official submission checker, in v6.1's layout
+and in v5.1's (compliance/ and measurements/ beside results/, code/).
 
 The tiny variant runs every scenario v6.1 requires (SingleStream, Offline) in both modes plus TEST01,
 through the real CLI; the tree is staged, truncated,
@@ -22,8 +23,7 @@ pytestmark = pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_DIR"),
 
 # RetinaNet is not here: it needs v6.0's four scenarios, and its tiny Server run at 6-10 QPS was INVALID
 # (p99 102-119 ms over the 100 ms bound) on this shared CPU; export writes only the v6 layouts
-ROUND = "v6.1"
-RUNS = {"3d-unet": "SingleStream,Offline"}
+RUNS = {"v6.1": {"3d-unet": "SingleStream,Offline"}, "v5.1": {"3d-unet": "SingleStream,Offline"}}
 # per scenario: the fewest queries whose early-stopping estimate LoadGen accepts (SingleStream p90 needs
 # ~64, MultiStream p99 662, Server p99 ~460 at a rate well inside the 100 ms bound); Offline sized by sample count
 SHORT = {"SingleStream": ("--min_duration=1000", "--min_query_count=100"),
@@ -39,17 +39,21 @@ UNAVOIDABLE = (r"min_duration", r"min_query_count", r"samples?_per_query", r"acc
                r"Some (performance|accuracy|compliance) checks? Checks failed for", r"ERROR\] NoResults ")
 
 
-@pytest.fixture(scope="module")
-def tree(tiny_unet3d, tmp_path_factory) -> dict:
-    base = tmp_path_factory.mktemp("vision_submission")
+@pytest.fixture(scope="module", params=sorted(RUNS, reverse=True))
+def tree(request, tiny_unet3d, tmp_path_factory) -> dict:
+    ROUND = request.param
+    base = tmp_path_factory.mktemp(f"vision_submission_{ROUND}")
     env = dict(tiny_unet3d, MLPERF_BUILD_DIR=str(base / "build"), MLPERF_STAGING_ROOT=str(base / "stage"))
-    for bench, scens in RUNS.items():
+    timed_out = []                 # scenarios whose TEST01 timed comparison (±10%) failed on this shared CPU
+    for bench, scens in RUNS[ROUND].items():
         for scen in scens.split(","):
             common = (f"--benchmarks={bench}", "--model_variant=tiny", f"--round={ROUND}", f"--scenarios={scen}")
             run_main("--action=run_harness", *common, "--test_mode=AccuracyOnly", env=env, check=True)
             run_main("--action=run_harness", *common, *SHORT[scen], env=env, check=True)
             r = run_main("--action=run_audit_harness", "--audit_test=TEST01", *common, *SHORT[scen], env=env)
             assert r.returncode in (0, 4), r.stdout + r.stderr   # 4: a timed comparison on a shared CPU
+            if r.returncode == 4:
+                timed_out.append(scen)
     for mod in ("stage", "truncate", "export"):
         args = ["-m", f"code.common.submission.{mod}"] + ([f"--version={ROUND}"] if mod != "truncate" else [])
         import subprocess
@@ -58,11 +62,16 @@ def tree(tiny_unet3d, tmp_path_factory) -> dict:
         r = subprocess.run([sys.executable, *args], cwd=Path(__file__).resolve().parents[1],
                            env={**os.environ, **env}, capture_output=True, text=True, timeout=900)
         assert r.returncode == 0, (mod, r.stdout, r.stderr)
-    return {"env": env, "submission": base / "build" / "submission", "stage": base / "stage"}
+    return {"env": env, "submission": base / "build" / "submission", "stage": base / "stage", "round": ROUND,
+            "timed_out": timed_out}
 
 
-def _avoidable(lines: list[str]) -> list[str]:
-    return [ln for ln in lines if not any(re.search(p, ln) for p in UNAVOIDABLE)]
+def _avoidable(lines: list[str], tree: dict) -> list[str]:
+    """The lines a tiny short run could have avoided. A TEST01 performance comparison that failed
+    (the audit exited 4, see assert_audit_passed) is a timing on a shared CPU, named by both checkers."""
+    timed = [rf"/{scen}/TEST01.*(performance check did not pass|performance check in .* failed)|"
+             rf"Compliance test performance check in .*/{scen}/TEST01 failed" for scen in tree["timed_out"]]
+    return [ln for ln in lines if not any(re.search(p, ln) for p in (*UNAVOIDABLE, *timed))]
 
 
 def test_vision_submission_staged_layout(tree):
@@ -70,7 +79,7 @@ def test_vision_submission_staged_layout(tree):
     assert len(sys_dirs) == 1
     res = sys_dirs[0]
     assert sorted(p.name for p in res.iterdir()) == ["3d-unet-99"]
-    for bench, scens in (("3d-unet-99", RUNS["3d-unet"]),):
+    for bench, scens in (("3d-unet-99", RUNS[tree["round"]]["3d-unet"]),):
         for scen in scens.split(","):
             d = res / bench / scen
             assert (d / "performance" / "run_1" / "mlperf_log_detail.txt").is_file()
@@ -82,19 +91,19 @@ def test_vision_submission_staged_layout(tree):
 def test_vision_submission_preflight_reports_only_unavoidable(tree):
     from code.common.submission import check
 
-    errs = [ln for ln in check.check(tree["submission"], version=ROUND).lines() if ln.startswith("ERROR")]
+    errs = [ln for ln in check.check(tree["submission"], version=tree["round"]).lines() if ln.startswith("ERROR")]
     assert errs, "a tiny short run must not pass as a submission"
-    assert _avoidable(errs) == [], errs
+    assert _avoidable(errs, tree) == [], errs
 
 
 def test_vision_submission_official_checker_reports_only_unavoidable(tree):
     from code.common.submission import check
 
-    rc, lines = check.run_official_checker(tree["submission"], "OpenHarness", ROUND,
+    rc, lines = check.run_official_checker(tree["submission"], "OpenHarness", tree["round"],
                                            Path(os.environ["MLPERF_INFERENCE_DIR"]))
     errors = [ln for ln in lines if "ERROR" in ln and "SUMMARY" not in ln]
     print("\n".join(lines))
     assert not [ln for ln in lines if "Traceback" in ln], lines
     assert any("Test duration less than 600s" in ln for ln in errors), errors      # it did check the runs
-    assert _avoidable(errors) == [], errors
+    assert _avoidable(errors, tree) == [], errors
     (Path(tree["submission"]).parent / "official_checker.json").write_text(json.dumps({"rc": rc, "lines": lines}))

@@ -3,7 +3,8 @@ the official checker where it is lax, with one plain line per finding.
 
 Checked for every results/<system>/<benchmark>/<scenario>:
 
-- required files (performance, accuracy, compliance, measurements, systems JSON, src/);
+- required files (performance, accuracy, compliance, measurements, systems JSON, src/ or v5.x's code/;
+  v5.x keeps compliance/ and measurements/ beside results/);
 - every LoadGen log (performance, accuracy, compliance): no error lines, and performance logs
   ``result_validity`` VALID — the official package checks neither by default;
 - min_duration >= 600 s (a --fast run is named as such: it can never be a submission result),
@@ -44,11 +45,17 @@ DIVISIONS = ("closed", "open", "network")
 
 
 def check_scenario(f: Findings, d: Path, rnd: rounds.Round, rb: rounds.RoundBenchmark, scen: str, conf: dict) -> None:
-    """One results/<system>/<benchmark>/<scenario> directory, concern by concern."""
+    """One results/<system>/<benchmark>/<scenario> directory, concern by concern. Before v6.0 the audits
+    and measurements of it are in compliance/ and measurements/ trees beside results/ (see export)."""
     performance.check_performance(f, d, rnd, rb, scen, conf)
     accuracy.check_accuracy(f, d, rnd, rb)
-    compliance.check_compliance(f, d, rnd, rb, scen, conf)
-    measurements.check_measurements(f, d)
+    if rnd.results_hold_compliance:
+        compliance.check_compliance(f, d, rnd, rb, scen, conf)
+        measurements.check_measurements(f, d)
+    else:
+        sub, rel = d.parents[3], d.relative_to(d.parents[2])
+        compliance.check_compliance(f, sub / "compliance" / rel, rnd, rb, scen, conf)
+        measurements.check_measurements(f, sub / "measurements" / rel, f"{rel.parts[0]}_{scen}.json")
 
 
 def check(input_root: Path, *, submitter: str | None = None, version: str | None = None) -> Findings:

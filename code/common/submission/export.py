@@ -9,6 +9,15 @@ v6.x layout (what ``submission_checker --version v6.1`` reads):
     src/                      this harness's source (git-tracked and untracked-not-ignored files)
     documentation/            README.md, calibration.md
 
+v5.x layout (``--version v5.0/v5.1``: the checker's ``MEASUREMENTS_PATH``, ``TEST0x_*_PATH`` and
+``SRC_PATH`` for those rounds): the audits and measurements sit in their own trees beside results/,
+and the source is code/:
+
+    results/<system>/<benchmark>/<scenario>/{performance/run_1, accuracy}
+    compliance/<system>/<benchmark>/<scenario>/{TEST01, TEST04, ...}
+    measurements/<system>/<benchmark>/<scenario>/{<system>_<scenario>.json, user.conf, mlperf.conf, README.md, ...}
+    systems/<system>.json, code/, documentation/
+
 Only the official files are exported (our metadata.json / verification.json stay in the staged
 tree). Accuracy logs must already be truncated (``make truncate_results``). The export is built
 beside the old one and swapped in whole.
@@ -89,8 +98,6 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
            out: Path | None = None, repo: Path | None = None, tarball: bool = True, log=print) -> Path:
     submitter, division = check_name("submitter", submitter), check_name("division", division)
     rnd = rounds.current(version)
-    if not rnd.results_hold_compliance:
-        raise HarnessError(f"export for {rnd.version} (pre-v6 layout) is not implemented", "use --version v6.1")
     root = Path(root or staging_root())
     out = Path(out or export_root())
     repo = Path(repo or paths.REPO_ROOT)
@@ -114,20 +121,23 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
                 _copy_some(scen_dir / "accuracy", dst / "accuracy", ACC_FILES)
                 if (scen_dir / "accuracy" / "images").is_dir():
                     link_tree(scen_dir / "accuracy" / "images", dst / "accuracy" / "images")
-            comp = root / "compliance" / system / bench / scen
+            rel = Path(system) / bench / scen
+            comp_dst, meas_dst, meas_name = ((dst, dst, "measurements.json") if rnd.results_hold_compliance else
+                                             (sub / "compliance" / rel, sub / "measurements" / rel, f"{system}_{scen}.json"))
+            comp = root / "compliance" / rel
             for test_dir in sorted(p for p in comp.glob("TEST*") if p.is_dir()) if comp.is_dir() else []:
-                t = dst / test_dir.name
+                t = comp_dst / test_dir.name
                 _copy_some(test_dir, t, ("verify_accuracy.txt", "verify_performance.txt"))
                 _copy_some(test_dir / "performance" / "run_1", t / "performance" / "run_1", PERF_FILES[:2])
                 if (test_dir / "accuracy").is_dir():
                     _check_truncated(test_dir / "accuracy")
                     _copy_some(test_dir / "accuracy", t / "accuracy", TEST01_ACC_FILES)
-            meas = root / "measurements" / system / bench / scen
+            meas = root / "measurements" / rel
             if meas.is_dir():
-                _copy_some(meas, dst, MEASURE_FILES)
+                _copy_some(meas, meas_dst, MEASURE_FILES)
                 mj = meas / f"{system}_{scen}.json"
                 if mj.is_file():
-                    link_or_copy(mj, dst / "measurements.json")
+                    link_or_copy(mj, meas_dst / meas_name)
         if not systems:      # nothing stageable (an empty tree, or results without a VALID performance run)
             raise HarnessError(f"nothing to export: no system x benchmark x scenario under {results} has a staged "
                                "performance run", "make run_harness RUN_ARGS=\"--benchmarks=... --scenarios=...\" "
@@ -136,9 +146,10 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
             sj = root / "systems" / f"{system}.json"
             if sj.is_file():
                 link_or_copy(sj, sub / "systems" / f"{system}.json")
+        src = sub / rnd.src_dir                       # src/ from v6.0, code/ before
         for name in source_files(repo):
-            link_or_copy(repo / name, sub / "src" / name)
-        write_text(sub / "src" / "SUBMISSION.md",
+            link_or_copy(repo / name, src / name)
+        write_text(src / "SUBMISSION.md",
                    f"# {submitter} MLPerf Inference {rnd.version} submission source\n\n"
                    "This is the harness that produced the results. Start with README.md (if present) and\n"
                    "each results/<system>/<benchmark>/<scenario>/README.md for the exact commands.\n")

@@ -25,9 +25,10 @@ def check_measurements_json(f: Findings, mj: Path) -> None:
         f.error(mj, "model_variant=tiny: the tiny seeded model can never be a submission result")
 
 
-def check_measurements(f: Findings, d: Path) -> None:
-    """The scenario directory ``d``'s measurements.json, user.conf, README.md and mlperf.conf."""
-    check_measurements_json(f, d / "measurements.json")
+def check_measurements(f: Findings, d: Path, json_name: str = "measurements.json") -> None:
+    """The directory ``d``'s measurements JSON, user.conf, README.md and mlperf.conf (the results scenario
+    directory from v6.0; measurements/<system>/<benchmark>/<scenario>/ with <system>_<scenario>.json before)."""
+    check_measurements_json(f, d / json_name)
     for name in RUN_FILES:
         if require(f, d / name) and name != "user.conf" and (d / name).stat().st_size == 0:
             f.error(d / name, "empty")
