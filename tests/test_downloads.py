@@ -5,63 +5,14 @@ cannot be fetched here); the code paths are the real ones."""
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from code.common.errors import HarnessError
 from code.common.fileio import download
-
-
-class Server:
-    """routes: "/<host>/<path>" -> bytes. modes: path -> "truncate" | "404" | "stall" (one request each
-    unless sticky). Honours Range requests."""
-
-    def __init__(self):
-        self.routes: dict[str, bytes] = {}
-        self.modes: dict[str, str] = {}
-        self.ranges: list[str] = []
-        outer = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                return None
-
-            def do_GET(self):
-                path = self.path.split("?")[0]
-                mode = outer.modes.pop(path, None)
-                body = outer.routes.get(path)
-                if mode == "404" or body is None:
-                    self.send_error(404)
-                    return
-                if mode == "stall":
-                    time.sleep(3)
-                    return
-                start = 0
-                rng = self.headers.get("Range")
-                if rng:
-                    outer.ranges.append(rng)
-                    start = int(rng.split("=")[1].split("-")[0])
-                    self.send_response(206)
-                else:
-                    self.send_response(200)
-                part = body[start:]
-                self.send_header("Content-Length", str(len(part)))
-                self.end_headers()
-                self.wfile.write(part[: len(part) // 2] if mode == "truncate" else part)
-                if mode == "truncate":
-                    self.close_connection = True
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
+from tests.http_server import Server  # noqa: F401  (also imported from here by other download tests)
 
 
 @pytest.fixture()

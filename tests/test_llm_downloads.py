@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import http.server
 import json
-import threading
-import urllib.parse
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,63 +15,10 @@ import pytest
 from code.common import fileio
 from code.common.errors import HarnessError
 from code.common.llm import download as dl
+from tests.http_server import Server
 
 
 # --- fixtures -------------------------------------------------------------------------------------
-
-class Server:
-    """routes: "/<host>/<path>" -> bytes; redirects: path -> Location (answered 302)."""
-
-    def __init__(self):
-        self.routes: dict[str, bytes] = {}
-        self.redirects: dict[str, str] = {}
-        self.hits: list[str] = []
-        outer = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                return None
-
-            def do_GET(self):
-                path = urllib.parse.unquote(self.path.split("?")[0])
-                outer.hits.append(self.path.split("?")[0])
-                if path in outer.redirects:
-                    self.send_response(302)
-                    self.send_header("Location", outer.redirects[path])
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                body = outer.routes.get(path)
-                if body is None:
-                    self.send_error(404)
-                    return
-                start = 0
-                rng = self.headers.get("Range")
-                if rng:
-                    start = int(rng.split("=")[1].split("-")[0])
-                    self.send_response(206)
-                else:
-                    self.send_response(200)
-                self.send_header("Content-Length", str(len(body) - start))
-                self.end_headers()
-                self.wfile.write(body[start:])
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def add_r2(self, uri_url: str, base_url: str, files: dict[str, bytes], md5: dict[str, str] | None = None) -> None:
-        """Publish an R2 dataset: the .uri, its .md5 list (md5 of the bytes unless overridden), the files."""
-        uri = uri_url.split("://", 1)[1]
-        self.routes["/" + uri] = (base_url + "\n").encode()
-        lines = "".join(f"{(md5 or {}).get(p) or hashlib.md5(b).hexdigest()}  ./{p}\n" for p, b in files.items())
-        self.routes["/" + uri[: -len(".uri")] + ".md5"] = lines.encode()
-        for p, b in files.items():
-            self.routes["/" + base_url.split("://", 1)[1].rstrip("/") + "/" + p] = b
-
-    def close(self):
-        self.httpd.shutdown()
-
 
 @pytest.fixture()
 def mirror(monkeypatch):

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from code.common.errors import HarnessError, MissingDataError
-from tests.test_downloads import Server
+from tests.http_server import Server
 
 
 @pytest.fixture()

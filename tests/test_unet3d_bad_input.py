@@ -16,7 +16,7 @@ import pytest
 from code.common.errors import HarnessError, RunError
 from tests.conftest import metadata_under, run_main
 from tests.test_cli_errors import _assert_user_error
-from tests.test_downloads import Server
+from tests.http_server import Server
 
 TINY = ("--benchmarks=3d-unet", "--model_variant=tiny")
 FIX_PRE = "make preprocess_data BENCHMARKS=unet3d MODEL_VARIANT=tiny"
