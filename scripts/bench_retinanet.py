@@ -17,34 +17,17 @@ usage: python scripts/bench_retinanet.py [--seconds 20] [--repeats 3] [--referen
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-
-def prepare(root: Path, tiny: bool) -> None:
-    if not tiny:
-        return
-    env = {"MLPERF_BUILD_DIR": str(root / "build"), "MLPERF_SCRATCH_PATH": str(root / "scratch")}
-    os.environ.update(env)
-    for action in ("download_model", "download_data", "preprocess_data"):
-        subprocess.run([sys.executable, "-m", "code.main", f"--action={action}", "--benchmarks=retinanet",
-                        "--model_variant=tiny"], cwd=REPO, check=True, env={**os.environ})
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import REPO, alternate, harness_run, offline_settings, prepare_tiny, report  # noqa: E402
 
 
 def settings_for(extra: list[str], tiny: bool):
-    from code.main import plan
-
-    args = ["--action=run_harness", "--benchmarks=retinanet", "--scenarios=Offline", "--round=v6.0", "--force", *extra]
-    if tiny:
-        args.append("--model_variant=tiny")
-    return plan(args)[1][0]
+    return offline_settings("retinanet", ["--round=v6.0", *extra], tiny)
 
 
 def raw_loop(settings, seconds: float) -> float:
@@ -67,14 +50,6 @@ def raw_loop(settings, seconds: float) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def harness(settings, log_dir: Path) -> dict:
-    from code.common.runner import run_one
-    from code.common.settings import RunControl
-    from code.retinanet.harness import RetinaNetBenchmark
-
-    return run_one(settings, RunControl(overwrite=True), log_dir, RetinaNetBenchmark(settings).generate_engines())
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=20.0, help="length of each measurement")
@@ -84,30 +59,16 @@ def main() -> int:
     ap.add_argument("--root", default=str(REPO / "build" / "bench_retinanet"))
     a = ap.parse_args()
     tiny = not a.reference
-    prepare(Path(a.root), tiny)
+    if tiny:
+        prepare_tiny(Path(a.root), "retinanet")
     base = [f"--min_duration={int(a.seconds * 1000)}", "--min_query_count=1", f"--retinanet_postprocess={a.postprocess}"]
     s = settings_for(base, tiny)
-    raws, runs = [raw_loop(s, a.seconds)], []
-    for r in range(a.repeats):          # harness, raw, harness, raw, ...: both see the same load drift
-        s = settings_for(base + [f"--offline_expected_qps={1.1 * raws[-1]:.2f}"], tiny)   # a little above: never ends early
-        runs.append(harness(s, Path(a.root) / "logs" / f"offline-{r}"))
-        raws.append(raw_loop(s, a.seconds))
-    import statistics
-
-    got = [m["metric_value"] or 0 for m in runs]
-    # each harness run against the mean of the raw loops just before and after it
-    ratios = [g / ((raws[i] + raws[i + 1]) / 2) for i, g in enumerate(got)]
     fig = {"model": "tiny RetinaNet (256x256)" if tiny else "MLPerf RetinaNet (800x800)",
            "postprocess": a.postprocess, "threads": s.cpu_threads or len(os.sched_getaffinity(0)),
-           "a_raw_samples_per_s": [round(x, 2) for x in raws],
-           "b_harness_offline_samples_per_s": [round(x, 2) for x in got],
-           "b_validity": [m["result_validity"] for m in runs],
-           "c_ratio_b_over_neighbouring_a": [round(x, 4) for x in ratios],
-           "c_ratio_median": round(statistics.median(ratios), 4)}
-    for k, v in fig.items():
-        print(f"{k:34s} {v}")
-    Path(a.root).mkdir(parents=True, exist_ok=True)
-    (Path(a.root) / "figures.json").write_text(json.dumps(fig, indent=2))
+           **alternate(lambda: raw_loop(s, a.seconds),
+                       lambda qps, i: harness_run(settings_for(base + [f"--offline_expected_qps={qps:.2f}"], tiny),
+                                                  Path(a.root) / "logs" / f"offline-{i}"), a.repeats)}
+    report(fig, Path(a.root))
     return 0
 
 

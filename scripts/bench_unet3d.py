@@ -5,46 +5,30 @@
       equally often (as LoadGen's equal-issue mode issues them), no LoadGen;
   (b) harness Offline samples/s through LoadGen (offline_expected_qps = a, min_duration = --seconds);
   (c) b/a (goal >= 0.97).
-The two are measured --repeats times, alternating, in this one process tree (the machine may be shared:
-compare the figures of one invocation, not across invocations); the best of each and the ratio of the
-medians are printed too.
+Alternates a and b in this one process tree (--repeats harness runs, each between two raw loops: the
+machine may be shared, so compare the figures of one invocation, not across invocations) and reports
+each b against the mean of its neighbouring a's, and the median of those ratios (scripts/bench_common.py).
 
 The tiny variant (default; 32^3 patches) is built in a private scratch. --real runs the real 128^3
 model and KiTS19 set when they are in $MLPERF_SCRATCH_PATH (download_model / download_data /
 preprocess_data first).
 
-usage: python scripts/bench_unet3d.py [--seconds 10] [--repeats 4] [--patch-batch 8] [--real]
+usage: python scripts/bench_unet3d.py [--seconds 10] [--repeats 3] [--patch-batch 8] [--real]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-
-def prepare(root: Path, real: bool) -> None:
-    if not real:
-        os.environ.update({"MLPERF_BUILD_DIR": str(root / "build"), "MLPERF_SCRATCH_PATH": str(root / "scratch")})
-        for action in ("download_model", "download_data", "preprocess_data"):
-            subprocess.run([sys.executable, "-m", "code.main", f"--action={action}", "--benchmarks=unet3d",
-                            "--model_variant=tiny"], cwd=REPO, check=True, env={**os.environ})
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import REPO, alternate, harness_run, offline_settings, prepare_tiny, report  # noqa: E402
 
 
 def settings_for(extra: list[str], real: bool):
-    from code.main import plan
-
-    args = ["--action=run_harness", "--benchmarks=unet3d", "--scenarios=Offline", "--force", *extra]
-    if not real:
-        args.append("--model_variant=tiny")
-    return plan(args)[1][0]
+    return offline_settings("unet3d", extra, not real)
 
 
 def raw_loop(settings, seconds: float) -> float:
@@ -68,53 +52,30 @@ def raw_loop(settings, seconds: float) -> float:
     return rate
 
 
-def harness(settings, log_dir: Path) -> dict:
-    from code.common.runner import run_one
-    from code.common.settings import RunControl
-    from code.unet3d.harness import UNet3DBenchmark
-
-    return run_one(settings, RunControl(overwrite=True), log_dir, UNet3DBenchmark(settings).generate_engines())
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=10.0, help="length of each measurement")
-    ap.add_argument("--repeats", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=3, help="harness runs, each between two raw loops")
     ap.add_argument("--patch-batch", type=int, default=0, help="unet3d_patch_batch_size (0: the config's)")
     ap.add_argument("--real", action="store_true", help="the real model and KiTS19 set in $MLPERF_SCRATCH_PATH")
     ap.add_argument("--root", default=str(REPO / "build" / "bench_unet3d"))
     a = ap.parse_args()
     root = Path(a.root)
-    prepare(root, a.real)
+    if not a.real:
+        prepare_tiny(root, "unet3d")
     extra = [f"--unet3d_patch_batch_size={a.patch_batch}"] if a.patch_batch else []
     dur = int(a.seconds * 1000)
-    raws, harn, validity = [], [], []
-    for rep in range(a.repeats):
-        raw = raw_loop(settings_for(extra, a.real), a.seconds)
-        s = settings_for([*extra, f"--min_duration={dur}", "--min_query_count=1", f"--offline_expected_qps={raw:.3f}"],
-                         a.real)
-        m = harness(s, root / "logs" / f"offline-{rep}")
-        raws.append(raw)
-        harn.append(m["metric_value"] or 0.0)
-        validity.append(m["result_validity"])
-        print(f"  repeat {rep}: raw {raw:.3f} samples/s, harness {harn[-1]:.3f} samples/s ({validity[-1]}), "
-              f"ratio {harn[-1] / raw:.4f}", flush=True)
     s = settings_for(extra, a.real)
     fig = {
         "model": "real 3D-UNet (128^3)" if a.real else "tiny 3D-UNet (32^3 patches, filters 4/8/16)",
         "backend": s.backend, "patch_batch": s.unet3d_patch_batch_size,
         "threads": s.cpu_threads or len(os.sched_getaffinity(0)), "seconds": a.seconds,
-        "a_raw_samples_per_s": [round(x, 3) for x in raws],
-        "b_harness_offline_samples_per_s": [round(x, 3) for x in harn], "b_validity": validity,
-        "c_ratio_b_over_a": [round(h / r, 4) for h, r in zip(harn, raws)],
-        "c_median_pair_ratio": round(statistics.median(h / r for h, r in zip(harn, raws)), 4),
-        "c_ratio_of_medians": round(statistics.median(harn) / statistics.median(raws), 4),
-        "c_ratio_of_bests": round(max(harn) / max(raws), 4),
+        **alternate(lambda: raw_loop(s, a.seconds),
+                    lambda qps, i: harness_run(settings_for([*extra, f"--min_duration={dur}", "--min_query_count=1",
+                                                             f"--offline_expected_qps={qps:.3f}"], a.real),
+                                               root / "logs" / f"offline-{i}"), a.repeats),
     }
-    for k, v in fig.items():
-        print(f"{k:36s} {v}")
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "figures.json").write_text(json.dumps(fig, indent=2))
+    report(fig, root)
     return 0
 
 

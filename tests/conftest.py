@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -93,3 +94,43 @@ tiny_dlrm = _tiny_fixture("tiny_dlrm", "dlrm_v2", "The tiny DLRM-v2: DCNv2 model
 def metadata_under(root: str | Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(Path(root).rglob("metadata.json"))]
 
+
+
+def flip_first_byte(data: str) -> str:
+    """A response's hex with its first byte changed (the usual planted corruption)."""
+    return ("00" if data[:2] != "00" else "01") + data[2:]
+
+
+def verify_corrupted_test01(audit_dir: Path, bench: str, run_args: tuple[str, ...], tmp_path: Path, *,
+                            corrupt=flip_first_byte, pick=lambda entry: True, scenario: str = "Offline",
+                            version: str | None = None) -> tuple[dict, Path]:
+    """TEST01 against an accuracy-mode log with one result corrupted (``corrupt`` applied to the hex of
+    the first logged entry ``pick`` accepts): the byte comparison must fail (TEST FAIL) and the
+    non-deterministic fallback score both subsets with the benchmark's own accuracy code (and the
+    official script where configured). The environment (MLPERF_BUILD_DIR ...) must already be in
+    os.environ. Returns the verification record and the audit's working copy."""
+    from code.common import rounds
+    from code.common.benchmarks import implementation
+    from code.common.compliance.audit import reference_runs, verify_audit_dir
+    from code.main import plan
+
+    system = audit_dir.parts[-3]
+    perf, acc = reference_runs(system, bench, scenario)
+    bad = tmp_path / "acc"
+    shutil.copytree(acc.dir, bad)
+    logged = {e["qsl_idx"] for e in json.loads((audit_dir / "mlperf_log_accuracy.json").read_text())}
+    entries = json.loads((bad / "mlperf_log_accuracy.json").read_text())
+    victim = next(e for e in entries if e["qsl_idx"] in logged and pick(e))
+    victim["data"] = corrupt(victim["data"])
+    (bad / "mlperf_log_accuracy.json").write_text(json.dumps(entries))
+    work = tmp_path / "audit"
+    shutil.copytree(audit_dir, work)
+    _, settings = plan(["--action=run_harness", *run_args])
+    b = implementation(settings[0].spec)(settings[0])
+    rec = verify_audit_dir("TEST01", work, perf_ref=perf.dir, acc_ref=bad, rb=rounds.current(version).entry(bench),
+                           scorer=b.accuracy, run_official=True)
+    text = (work / "verify_accuracy.txt").read_text()
+    assert "TEST FAIL" in text and "num_perf_log_data_mismatch = 0" not in text
+    assert not rec["passed"] and rec["accuracy"]["num_perf_log_data_mismatch"] >= 1
+    assert rec["fallback"]["applied"] and (work / "accuracy" / "baseline_accuracy.txt").is_file()
+    return rec, work

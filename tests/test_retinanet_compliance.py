@@ -3,12 +3,11 @@ pass, TEST01 fails on a planted corrupted entry, TEST04 is refused as not applic
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_audit_passed, offline_samples, run_main
+from tests.conftest import assert_audit_passed, offline_samples, run_main, verify_corrupted_test01
 
 SHORT = offline_samples(96)
 BASE = ("--benchmarks=retinanet", "--model_variant=tiny", "--scenarios=Offline", "--round=v6.0")
@@ -51,36 +50,14 @@ def test_retinanet_offline_test01_pass(env):
 
 
 def test_retinanet_offline_test01_corrupted_entry_fails(env, tmp_path, monkeypatch):
-    from code.common import rounds
-    from code.common.benchmarks import implementation
-    from code.common.compliance.audit import reference_runs, verify_audit_dir
-    from code.main import plan
-
+    """The ymin of one image's first box changed in the accuracy-mode log: TEST FAIL, then the mAP fallback."""
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     if not list((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / "TEST01").glob("*/retinanet/Offline")):
         run_main("--action=run_audit_harness", "--audit_test=TEST01", *BASE, *SHORT, env=env)
-    d = _audit_dir(env)
-    system = d.parts[-3]
-    perf, acc = reference_runs(system, "retinanet", "Offline")
-    bad = tmp_path / "acc"
-    shutil.copytree(acc.dir, bad)
-    logged = {e["qsl_idx"] for e in json.loads((d / "mlperf_log_accuracy.json").read_text())}
-    entries = json.loads((bad / "mlperf_log_accuracy.json").read_text())
-    victim = next(e for e in entries if e["qsl_idx"] in logged and len(e["data"]) >= 56)
-    victim["data"] = victim["data"][:8] + ("00000000" if victim["data"][8:16] != "00000000" else "0000803f") \
-        + victim["data"][16:]                              # ymin of its first box changed
-    (bad / "mlperf_log_accuracy.json").write_text(json.dumps(entries))
-    work = tmp_path / "audit"
-    shutil.copytree(d, work)
-    _, settings = plan(["--action=run_harness", *BASE])
-    bench = implementation(settings[0].spec)(settings[0])
-    rec = verify_audit_dir("TEST01", work, perf_ref=perf.dir, acc_ref=bad, rb=rounds.current("v6.0").entry("retinanet"),
-                           scorer=bench.accuracy, run_official=True)
-    text = (work / "verify_accuracy.txt").read_text()
-    assert "TEST FAIL" in text and "num_perf_log_data_mismatch = 0" not in text
-    assert not rec["passed"] and rec["accuracy"]["num_perf_log_data_mismatch"] >= 1
-    assert rec["fallback"]["applied"] and (work / "accuracy" / "baseline_accuracy.txt").is_file()
+    verify_corrupted_test01(_audit_dir(env), "retinanet", BASE, tmp_path, version="v6.0",
+                            pick=lambda e: len(e["data"]) >= 56,
+                            corrupt=lambda h: h[:8] + ("00000000" if h[8:16] != "00000000" else "0000803f") + h[16:])
 
 
 def test_retinanet_test04_not_applicable(env):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_audit_passed, offline_samples, run_main
+from tests.conftest import assert_audit_passed, offline_samples, run_main, verify_corrupted_test01
 
 SHORT = offline_samples(24)
 BASE = ("--benchmarks=3d-unet", "--model_variant=tiny", "--scenarios=Offline")
@@ -65,36 +65,11 @@ def test_compliance_unet3d_offline_test01_pass(env):
 def test_compliance_unet3d_offline_test01_corrupted_entry_fails(env, tmp_path, monkeypatch):
     """One voxel of one case changed in the accuracy-mode log: the byte comparison fails; the
     fallback scores both subsets with our DICE code."""
-    from code.common import rounds
-    from code.common.benchmarks import implementation
-    from code.common.compliance.audit import reference_runs, verify_audit_dir
-    from code.main import plan
-
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     if not list((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / "TEST01").glob("*/unet3d/Offline")):
         _audit(env, "TEST01")
-    d = _audit_dir(env, "TEST01")
-    system = d.parts[-3]
-    _, acc = reference_runs(system, "unet3d", "Offline")
-    bad = tmp_path / "acc"
-    shutil.copytree(acc.dir, bad)
-    logged = {e["qsl_idx"] for e in json.loads((d / "mlperf_log_accuracy.json").read_text())}
-    entries = json.loads((bad / "mlperf_log_accuracy.json").read_text())
-    victim = next(e for e in entries if e["qsl_idx"] in logged)
-    victim["data"] = ("00" if victim["data"][:2] != "00" else "01") + victim["data"][2:]
-    (bad / "mlperf_log_accuracy.json").write_text(json.dumps(entries))
-    work = tmp_path / "audit"
-    shutil.copytree(d, work)
-    perf, _ = reference_runs(system, "unet3d", "Offline")
-    _, settings = plan(["--action=run_harness", *BASE])
-    bench = implementation(settings[0].spec)(settings[0])
-    rec = verify_audit_dir("TEST01", work, perf_ref=perf.dir, acc_ref=bad, rb=rounds.current().entry("unet3d"),
-                           scorer=bench.accuracy, run_official=True)
-    text = (work / "verify_accuracy.txt").read_text()
-    assert "TEST FAIL" in text and "num_perf_log_data_mismatch = 0" not in text
-    assert not rec["passed"] and rec["accuracy"]["num_perf_log_data_mismatch"] >= 1
-    fb = rec["fallback"]
-    assert fb["applied"] and (work / "accuracy" / "baseline_accuracy.txt").is_file()
+    rec, work = verify_corrupted_test01(_audit_dir(env, "TEST01"), "unet3d", BASE, tmp_path)
     assert "Accuracy: mean" in (work / "accuracy" / "baseline_accuracy.txt").read_text()
     assert not rec["errors"], rec["errors"]
+

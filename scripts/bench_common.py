@@ -1,0 +1,73 @@
+"""What the per-benchmark harness-overhead scripts (scripts/bench_<benchmark>.py) share: a private tiny
+build, RunSettings for an Offline run, one harness run through LoadGen, and the alternation
+
+    raw, harness, raw, harness, ..., raw
+
+where each harness run is compared with the mean of the raw loops just before and after it (so both
+see the same drift of a shared machine's load), and the figures printed and written to figures.json.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def prepare_tiny(root: Path, bench: str) -> None:
+    """download_model, download_data and preprocess_data of ``bench``'s tiny variant under ``root``
+    (MLPERF_BUILD_DIR / MLPERF_SCRATCH_PATH are set for this process and its children)."""
+    os.environ.update({"MLPERF_BUILD_DIR": str(root / "build"), "MLPERF_SCRATCH_PATH": str(root / "scratch")})
+    for action in ("download_model", "download_data", "preprocess_data"):
+        subprocess.run([sys.executable, "-m", "code.main", f"--action={action}", f"--benchmarks={bench}",
+                        "--model_variant=tiny"], cwd=REPO, check=True, env={**os.environ})
+
+
+def offline_settings(bench: str, extra: list[str], tiny: bool, scenario: str = "Offline"):
+    """The RunSettings ``make run_harness`` would use (``--force``: any expected QPS is accepted)."""
+    from code.main import plan
+
+    args = ["--action=run_harness", f"--benchmarks={bench}", f"--scenarios={scenario}", "--force", *extra]
+    if tiny:
+        args.append("--model_variant=tiny")
+    return plan(args)[1][0]
+
+
+def harness_run(settings, log_dir: Path) -> dict:
+    """One LoadGen run of ``settings`` through the runner (engines built or reused first); its metadata."""
+    from code.common.benchmarks import implementation
+    from code.common.runner import run_one
+    from code.common.settings import RunControl
+
+    engines = implementation(settings.spec)(settings).generate_engines()
+    return run_one(settings, RunControl(overwrite=True), log_dir, engines)
+
+
+def alternate(raw: Callable[[], float], harness: Callable[[float, int], dict], repeats: int) -> dict:
+    """raw() -> samples/s of the raw loop; harness(expected_qps, i) -> a run's metadata. Returns the
+    figures: each run's samples/s, validity and its ratio to the neighbouring raw loops' mean."""
+    raws, runs = [raw()], []
+    for i in range(repeats):
+        runs.append(harness(1.1 * raws[-1], i))          # a little above the raw rate: never ends early
+        raws.append(raw())
+    got = [m["metric_value"] or 0.0 for m in runs]
+    ratios = [g / ((raws[i] + raws[i + 1]) / 2) for i, g in enumerate(got)]
+    return {"a_raw_samples_per_s": [round(x, 3) for x in raws],
+            "b_harness_offline_samples_per_s": [round(x, 3) for x in got],
+            "b_validity": [m["result_validity"] for m in runs],
+            "c_ratio_b_over_neighbouring_a": [round(x, 4) for x in ratios],
+            "c_ratio_median": round(statistics.median(ratios), 4)}
+
+
+def report(fig: dict, root: Path) -> None:
+    for k, v in fig.items():
+        print(f"{k:36s} {v}")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "figures.json").write_text(json.dumps(fig, indent=2))
