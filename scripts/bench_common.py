@@ -40,14 +40,14 @@ def offline_settings(bench: str, extra: list[str], tiny: bool, scenario: str = "
     return plan(args)[1][0]
 
 
-def harness_run(settings, log_dir: Path) -> dict:
+def harness_run(settings, log_dir: Path, mode: str = "PerformanceOnly") -> dict:
     """One LoadGen run of ``settings`` through the runner (engines built or reused first); its metadata."""
     from code.common.benchmarks import implementation
     from code.common.runner import run_one
     from code.common.settings import RunControl
 
     engines = implementation(settings.spec)(settings).generate_engines()
-    return run_one(settings, RunControl(overwrite=True), log_dir, engines)
+    return run_one(settings, RunControl(overwrite=True, test_mode=mode), log_dir, engines)
 
 
 def alternate(raw: Callable[[], float], harness: Callable[[float, int], dict], repeats: int) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_audit_passed, offline_samples, run_main, verify_corrupted_test01
+from tests.conftest import assert_test01_passed, offline_samples, run_main, verify_corrupted_test01
 
 SHORT = offline_samples(96)
 BASE = ("--benchmarks=retinanet", "--model_variant=tiny", "--scenarios=Offline", "--round=v6.0")
@@ -38,15 +38,7 @@ def test_retinanet_offline_test01_pass(env):
     r = run_main("--action=run_audit_harness", "--audit_test=TEST01", *BASE, *SHORT, env=env)
     d = _audit_dir(env)
     rec = json.loads((d / "verification.json").read_text())
-    outright = assert_audit_passed(rec)
-    assert r.returncode == (0 if outright else 4), r.stdout + r.stderr
-    assert rec["accuracy"]["passed"] and rec["accuracy"]["num_perf_log_data_mismatch"] == 0
-    assert rec["accuracy"]["num_perf_log_entries"] > 0
-    assert "TEST PASS" in (d / "verify_accuracy.txt").read_text()
-    md = json.loads((d / "metadata.json").read_text())
-    assert md["audit_test"] == "TEST01" and md["status"] == "ok"
-    assert md["effective"]["effective_accuracy_log_sampling_target"] == 256
-    assert not (d / "audit.config").exists()
+    assert_test01_passed(r, d, rec, 256)
 
 
 def test_retinanet_offline_test01_corrupted_entry_fails(env, tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import metadata_under, offline_samples, run_main
+from tests.conftest import harness_runs, offline_samples, run_main
 
 BASE = ("--benchmarks=retinanet", "--model_variant=tiny", "--round=v6.0")
 SHORT = ("--min_duration=2000", "--min_query_count=32")
@@ -18,20 +18,12 @@ SHORT = ("--min_duration=2000", "--min_query_count=32")
 
 @pytest.fixture(scope="module")
 def perf_runs(tiny_retinanet, tmp_path_factory) -> dict[str, dict]:
-    logs = tmp_path_factory.mktemp("retinanet_perf")
-    for scen, args in (("Offline", offline_samples(96)), ("Server,SingleStream,MultiStream", SHORT)):
-        r = run_main("--action=run_harness", *BASE, f"--scenarios={scen}", f"--log_dir={logs}", *args, env=tiny_retinanet)
-        assert r.returncode == 0, r.stdout + r.stderr
-    return {m["scenario"]: m for m in metadata_under(logs)}
+    return harness_runs(tiny_retinanet, tmp_path_factory.mktemp("retinanet_perf"), BASE,
+                        ("Offline", offline_samples(96)), ("Server,SingleStream,MultiStream", SHORT))
 
 
 def _accuracy_run(env, tmp_path_factory, name, *extra) -> dict:
-    logs = tmp_path_factory.mktemp(name)
-    r = run_main("--action=run_harness", *BASE, "--scenarios=Offline", "--test_mode=AccuracyOnly", f"--log_dir={logs}",
-                 *extra, env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
-    [m] = metadata_under(logs)
-    return m
+    return harness_runs(env, tmp_path_factory.mktemp(name), BASE, ("Offline", extra), mode="AccuracyOnly")["Offline"]
 
 
 @pytest.fixture(scope="module")

@@ -68,3 +68,18 @@ def test_compliance_audit_config_texts():
     assert "*.*.accuracy_log_sampling_target" not in t1x and "*.Offline.accuracy_log_sampling_target = 64" in t1x
     with pytest.raises(HarnessError, match="not applicable"):
         ac.audit_config("TEST06", rnd, rnd.entry("resnet50"), "Offline")
+
+
+def test_system_type_fits_the_staged_scenarios():
+    from code.common.submission.sysdesc import system_type_for
+
+    v51, v50 = rounds.current("v5.1"), rounds.current("v5.0")
+    unet, dlrm, resnet = v51.benchmarks["3d-unet-99"], v51.benchmarks["dlrm-v2-99"], v50.benchmarks["resnet"]
+    assert system_type_for([unet], {"3d-unet-99": {"SingleStream", "Offline"}}) == "edge"
+    assert system_type_for([dlrm], {"dlrm-v2-99": {"Offline", "Server"}}) == "datacenter"
+    # an edge-only scenario of one benchmark beside a datacenter-only benchmark: both categories
+    assert system_type_for([unet, dlrm], {"3d-unet-99": {"SingleStream", "Offline"},
+                                          "dlrm-v2-99": {"Offline", "Server"}}) == "datacenter,edge"
+    assert system_type_for([resnet], {"resnet": {"Offline", "Server"}}) == "datacenter"
+    assert system_type_for([resnet], {"resnet": {"SingleStream", "MultiStream", "Offline", "Server"}}) \
+        == "datacenter,edge"

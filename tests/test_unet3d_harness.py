@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, metadata_under, offline_samples, run_main
+from tests.conftest import REPO, harness_runs, metadata_under, offline_samples, run_main
 
 BASE = ("--benchmarks=3d-unet", "--model_variant=tiny")
 CASES = 6
@@ -26,20 +26,14 @@ CASES = 6
 
 @pytest.fixture(scope="module")
 def perf_runs(tiny_unet3d, tmp_path_factory) -> dict[str, dict]:
-    logs = tmp_path_factory.mktemp("u3d_perf")
-    for scen, args in (("Offline", offline_samples(20)), ("SingleStream", ("--min_duration=1000", "--min_query_count=66"))):
-        r = run_main("--action=run_harness", *BASE, f"--scenarios={scen}", f"--log_dir={logs}", *args, env=tiny_unet3d)
-        assert r.returncode == 0, r.stdout + r.stderr
-    return {m["scenario"]: m for m in metadata_under(logs)}
+    return harness_runs(tiny_unet3d, tmp_path_factory.mktemp("u3d_perf"), BASE, ("Offline", offline_samples(20)),
+                        ("SingleStream", ("--min_duration=1000", "--min_query_count=66")))
 
 
 @pytest.fixture(scope="module")
 def accuracy_runs(tiny_unet3d, tmp_path_factory) -> dict[str, dict]:
-    logs = tmp_path_factory.mktemp("u3d_acc")
-    r = run_main("--action=run_harness", *BASE, "--scenarios=Offline,SingleStream", "--test_mode=AccuracyOnly",
-                 f"--log_dir={logs}", env=tiny_unet3d)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return {m["scenario"]: m for m in metadata_under(logs)}
+    return harness_runs(tiny_unet3d, tmp_path_factory.mktemp("u3d_acc"), BASE, ("Offline,SingleStream", ()),
+                        mode="AccuracyOnly")
 
 
 def _detail(m: dict) -> dict:

@@ -12,6 +12,7 @@ PATTERNS = {
     "CLIP_SCORE": r".*'CLIP_SCORE':\s+'?(-?[\d.]+).*",
     "FID_SCORE": r".*'FID_SCORE':\s+'?(-?[\d.]+).*",
     "DICE": r"Accuracy\:\s*mean\s*=\s*(-?[\d\.]+).*",     # 3d-unet: accuracy_kits.py's output line
+    "F1": r"^{[\"\']exact_match[\"\']\:\s*-?[\d\.]+,\s*[\"\']f1[\"\']\:\s*(-?[\d\.]+)}",  # bert: evaluate-v1.1's line
     # the LLM evaluators print a dict with the reference's lower-case keys
     "ROUGE1": r".*'rouge1':\s+'?(-?[\d.]+)'?.*",
     "ROUGE2": r".*'rouge2':\s+'?(-?[\d.]+)'?.*",

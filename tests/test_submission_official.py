@@ -1,5 +1,6 @@
-"""3D-UNet through staging, truncation, export and the official submission checker, in v6.1's layout
-and in v5.1's (compliance/ and measurements/ beside results/, code/).
+"""Tiny benchmarks through staging, truncation, export and the official submission checker: 3D-UNet and
+BERT in v6.1's layout, 3D-UNet and DLRM-v2 (its last round) in v5.1's (compliance/ and measurements/
+beside results/, code/; a datacenter-only and an edge benchmark together: system_type datacenter,edge).
 
 The tiny variant runs every scenario v6.1 requires (SingleStream, Offline) in both modes plus TEST01,
 through the real CLI; the tree is staged, truncated,
@@ -23,37 +24,47 @@ pytestmark = pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_DIR"),
 
 # RetinaNet is not here: it needs v6.0's four scenarios, and its tiny Server run at 6-10 QPS was INVALID
 # (p99 102-119 ms over the 100 ms bound) on this shared CPU; export writes only the v6 layouts
-RUNS = {"v6.1": {"3d-unet": "SingleStream,Offline"}, "v5.1": {"3d-unet": "SingleStream,Offline"}}
+RUNS = {"v6.1": {"3d-unet": "SingleStream,Offline", "bert": "SingleStream,Offline"},
+        "v5.1": {"3d-unet": "SingleStream,Offline", "dlrm-v2": "Offline,Server"}}
+# Server at a rate well inside each bound on a shared 2-core CPU (tiny DLRM-v2: ~250-queries/s raw, 60 ms)
+SERVER_QPS = {"3d-unet": 6, "dlrm-v2": 30}
+FIXTURES = {"3d-unet": "tiny_unet3d", "dlrm-v2": "tiny_dlrm", "bert": "tiny_bert"}
+NAMES = {"3d-unet": "3d-unet-99", "dlrm-v2": "dlrm-v2-99", "bert": "bert-99"}
 # per scenario: the fewest queries whose early-stopping estimate LoadGen accepts (SingleStream p90 needs
 # ~64, MultiStream p99 662, Server p99 ~460 at a rate well inside the 100 ms bound); Offline sized by sample count
 SHORT = {"SingleStream": ("--min_duration=1000", "--min_query_count=100"),
          "MultiStream": ("--min_duration=1000", "--min_query_count=662"),
-         "Server": ("--min_duration=1000", "--min_query_count=460", "--server_target_qps=6"),  # p99 early stopping; 100 ms
+         "Server": ("--min_duration=1000", "--min_query_count=460"),  # p99 early stopping; + SERVER_QPS
          "Offline": offline_samples(64)}
 # what a tiny CPU run cannot avoid, as our pre-flight and the official checker word it
 UNAVOIDABLE = (r"min_duration", r"min_query_count", r"samples?_per_query", r"accuracy run covered \d+ samples",
                r"model_variant=tiny", r"performance_sample_count", r"Test duration", r"TO FILL",
                r"min duration", r"sample count", r"accuracy_sample_count", r"Test duration less than",
                r"does not cover all dataset",
+               # LoadGen's Offline query must hold the round's minimum (bert 10,833, dlrm-v2 24,576 samples)
+               r"Offline query has \d+ samples, needs >=", r"minimum samples per query not met",
                # the checker's per-folder summaries of the findings above
                r"Some (performance|accuracy|compliance) checks? Checks failed for", r"ERROR\] NoResults ")
 
 
 @pytest.fixture(scope="module", params=sorted(RUNS, reverse=True))
-def tree(request, tiny_unet3d, tmp_path_factory) -> dict:
+def tree(request, tmp_path_factory) -> dict:
     ROUND = request.param
-    base = tmp_path_factory.mktemp(f"vision_submission_{ROUND}")
-    env = dict(tiny_unet3d, MLPERF_BUILD_DIR=str(base / "build"), MLPERF_STAGING_ROOT=str(base / "stage"))
+    for bench in RUNS[ROUND]:
+        tiny_env = request.getfixturevalue(FIXTURES[bench])      # all share one harness_env
+    base = tmp_path_factory.mktemp(f"official_submission_{ROUND}")
+    env = dict(tiny_env, MLPERF_BUILD_DIR=str(base / "build"), MLPERF_STAGING_ROOT=str(base / "stage"))
     timed_out = []                 # scenarios whose TEST01 timed comparison (±10%) failed on this shared CPU
     for bench, scens in RUNS[ROUND].items():
         for scen in scens.split(","):
-            common = (f"--benchmarks={bench}", "--model_variant=tiny", f"--round={ROUND}", f"--scenarios={scen}")
+            common = (f"--benchmarks={bench}", "--model_variant=tiny", f"--round={ROUND}", f"--scenarios={scen}",
+                      *([f"--server_target_qps={SERVER_QPS[bench]}"] if scen == "Server" else []))
             run_main("--action=run_harness", *common, "--test_mode=AccuracyOnly", env=env, check=True)
             run_main("--action=run_harness", *common, *SHORT[scen], env=env, check=True)
             r = run_main("--action=run_audit_harness", "--audit_test=TEST01", *common, *SHORT[scen], env=env)
             assert r.returncode in (0, 4), r.stdout + r.stderr   # 4: a timed comparison on a shared CPU
             if r.returncode == 4:
-                timed_out.append(scen)
+                timed_out.append((bench, scen))
     for mod in ("stage", "truncate", "export"):
         args = ["-m", f"code.common.submission.{mod}"] + ([f"--version={ROUND}"] if mod != "truncate" else [])
         import subprocess
@@ -69,26 +80,36 @@ def tree(request, tiny_unet3d, tmp_path_factory) -> dict:
 def _avoidable(lines: list[str], tree: dict) -> list[str]:
     """The lines a tiny short run could have avoided. A TEST01 performance comparison that failed
     (the audit exited 4, see assert_audit_passed) is a timing on a shared CPU, named by both checkers."""
-    timed = [rf"/{scen}/TEST01.*(performance check did not pass|performance check in .* failed)|"
-             rf"Compliance test performance check in .*/{scen}/TEST01 failed" for scen in tree["timed_out"]]
+    timed = [rf"/{bench}[^/]*/{scen}/TEST01.*(performance check did not pass|performance check in .* failed)|"
+             rf"Compliance test performance check in .*/{bench}[^/]*/{scen}/TEST01 failed"
+             for bench, scen in tree["timed_out"]]
     return [ln for ln in lines if not any(re.search(p, ln) for p in (*UNAVOIDABLE, *timed))]
 
 
-def test_vision_submission_staged_layout(tree):
+def test_submission_official_staged_layout(tree):
     sys_dirs = list((tree["stage"] / "results").iterdir())
     assert len(sys_dirs) == 1
     res = sys_dirs[0]
-    assert sorted(p.name for p in res.iterdir()) == ["3d-unet-99"]
-    for bench, scens in (("3d-unet-99", RUNS[tree["round"]]["3d-unet"]),):
+    names = NAMES
+    assert sorted(p.name for p in res.iterdir()) == sorted(names[b] for b in RUNS[tree["round"]])
+    for bench, scens in RUNS[tree["round"]].items():
         for scen in scens.split(","):
-            d = res / bench / scen
+            d = res / names[bench] / scen
             assert (d / "performance" / "run_1" / "mlperf_log_detail.txt").is_file()
             assert (d / "accuracy" / "accuracy.txt").is_file()
     acc = (res / "3d-unet-99" / "Offline" / "accuracy" / "accuracy.txt").read_text()
     assert re.search(r"Accuracy:\s*mean\s*=\s*[\d.]+", acc)
+    if "dlrm-v2" in RUNS[tree["round"]]:
+        assert re.search(r"AUC=[\d.]+%", (res / "dlrm-v2-99" / "Offline" / "accuracy" / "accuracy.txt").read_text())
+    if "bert" in RUNS[tree["round"]]:
+        assert re.match(r"^{[\"\']exact_match[\"\']\:\s*[\d\.]+,\s*[\"\']f1[\"\']\:\s*([\d\.]+)}",
+                        (res / "bert-99" / "Offline" / "accuracy" / "accuracy.txt").read_text())
+    if tree["round"] == "v5.1":
+        sysj = json.loads(next((tree["stage"] / "systems").glob("*.json")).read_text())
+        assert sysj["system_type"] == "datacenter,edge"
 
 
-def test_vision_submission_preflight_reports_only_unavoidable(tree):
+def test_submission_official_preflight_reports_only_unavoidable(tree):
     from code.common.submission import check
 
     errs = [ln for ln in check.check(tree["submission"], version=tree["round"]).lines() if ln.startswith("ERROR")]
@@ -96,7 +117,7 @@ def test_vision_submission_preflight_reports_only_unavoidable(tree):
     assert _avoidable(errs, tree) == [], errs
 
 
-def test_vision_submission_official_checker_reports_only_unavoidable(tree):
+def test_submission_official_checker_reports_only_unavoidable(tree):
     from code.common.submission import check
 
     rc, lines = check.run_official_checker(tree["submission"], "OpenHarness", tree["round"],
@@ -105,5 +126,6 @@ def test_vision_submission_official_checker_reports_only_unavoidable(tree):
     print("\n".join(lines))
     assert not [ln for ln in lines if "Traceback" in ln], lines
     assert any("Test duration less than 600s" in ln for ln in errors), errors      # it did check the runs
+    assert not [ln for ln in errors if "accuracy" in ln.lower() and re.search(r"F1|AUC|DICE", ln)], errors  # read, met
     assert _avoidable(errors, tree) == [], errors
     (Path(tree["submission"]).parent / "official_checker.json").write_text(json.dumps({"rc": rc, "lines": lines}))
