@@ -201,7 +201,7 @@ def test_real_checkpoint_without_torchsnapshot_says_what_to_install(tmp_path, mo
     monkeypatch.setitem(sys.modules, "torchsnapshot", None)        # not importable
     with pytest.raises(HarnessError) as e:
         model.load_torch(tmp_path, "FIX")
-    assert "torchsnapshot" in e.value.cause and "pip install torchsnapshot" in e.value.fix
+    assert "torchsnapshot" in e.value.cause and "torchsnapshot==0.1.0" in e.value.fix
 
 
 def test_real_dataset_download_then_checked(mirror, tmp_path, monkeypatch):

@@ -266,6 +266,40 @@ def test_dlrm_row_sharded_on_gpus():
     np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+def test_dlrm_reference_torchsnapshot_checkpoint_loads(tmp_path):
+    """The reference checkpoint's format: a torchsnapshot folder (Snapshot.take of app_state {"model": the
+    DistributedModelParallel-wrapped DLRMTrain}, so entries "0/model/module.model.<key>"), tiny sizes. It
+    loads entry by entry into the plain and the row-sharded model, which compute the functional form of
+    torchrec's formulas over the same weights; an entry missing from the snapshot is a one-line error."""
+    import torch
+    from torchsnapshot import Snapshot, StateDict
+
+    from code.common.errors import MissingDataError
+    from code.dlrm_v2 import model
+
+    cfg = model.tiny_config()
+    g = torch.Generator().manual_seed(11)
+    state = {k: torch.randn(s, generator=g) * 0.2 for k, s in model.reference_keys(cfg).items()}
+    d = tmp_path / "m"
+    d.mkdir()
+    Snapshot.take(path=str(d / model.REAL_CHECKPOINT_DIR),
+                  app_state={"model": StateDict(**{f"module.{k}": v for k, v in state.items()})})
+    assert (d / model.REAL_CHECKPOINT_DIR / ".snapshot_metadata").is_file()
+    model.write_config(d, cfg)
+    dense, sparse = _batch(cfg)
+    want = functional_dlrm(state, dense, sparse, cfg.multi_hot)
+    for devices in (None, ["cpu", "cpu"]):
+        net = model.load_torch(d, "FIX", devices=devices)
+        with torch.inference_mode():
+            got = net(torch.from_numpy(dense), torch.from_numpy(sparse)).numpy()
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    short = {f"module.{k}": v for k, v in state.items() if "crossnet.bias.2" not in k}
+    Snapshot.take(path=str(tmp_path / "bad" / model.REAL_CHECKPOINT_DIR), app_state={"model": StateDict(**short)})
+    model.write_config(tmp_path / "bad", cfg)
+    with pytest.raises(MissingDataError, match="crossnet.bias.2"):
+        model.load_torch(tmp_path / "bad", "FIX")
+
+
 def test_dlrm_reference_checkpoint_layout_loads(tmp_path):
     """A state dict shaped and keyed like the reference checkpoint (DistributedModelParallel's "module."
     prefix, torchrec's names, tiny sizes) loads into the plain and the sharded model, which then compute

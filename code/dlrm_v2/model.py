@@ -401,7 +401,7 @@ def load_snapshot(path: Path, model, fix: str) -> None:
         from torchsnapshot import Snapshot
     except ImportError:
         raise HarnessError(f"{path} is a torchsnapshot checkpoint and the torchsnapshot package is not installed",
-                           "pip install torchsnapshot (pure Python; not in requirements.txt), or convert the "
+                           "make prebuild (requirements.txt pins torchsnapshot==0.1.0), or convert the "
                            "checkpoint to a torch state dict (.pt) with the keys model.py documents") from None
     torch = _torch()
     snap = Snapshot(path=str(path))
