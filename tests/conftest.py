@@ -191,3 +191,38 @@ def harness_runs(env: dict, logs: Path, base: tuple[str, ...], *runs: tuple[str,
                      f"--log_dir={logs}", *args, env=env)
         assert r.returncode == 0, r.stdout + r.stderr
     return {m["scenario"]: m for m in metadata_under(logs)}
+
+
+# --- shared by the download and bad-input tests -------------------------------------------------------
+@pytest.fixture()
+def mirror(monkeypatch):
+    """A local tests.http_server.Server that every download goes through ($MLPERF_DOWNLOAD_MIRROR: the real
+    urllib/fileio paths), with no local R2 downloader script configured."""
+    from code.common import fileio
+    from code.common.llm import download as dl
+    from tests.http_server import Server
+
+    s = Server()
+    monkeypatch.setenv(fileio.MIRROR_ENV, s.base)
+    monkeypatch.delenv(dl.R2_SCRIPT_ENV, raising=False)
+    yield s
+    s.close()
+
+
+def route(url: str) -> str:
+    """The mirror's route for a real URL: "/<host>/<path>"."""
+    return "/" + url.split("://", 1)[1].split("?")[0]
+
+
+def no_partials(root: Path) -> None:
+    """Nothing half-written under ``root`` (staged downloads and files are *.partial / *.download)."""
+    assert not [p for p in root.rglob("*") if ".partial" in p.name or p.name.endswith(".download")]
+
+
+def private_scratch(tiny_env: dict, tmp_path: Path, subs: tuple[str, ...]) -> tuple[dict, Path]:
+    """A private copy of ``subs`` of a tiny fixture's scratch folder, and the env that points at it."""
+    src = Path(tiny_env["MLPERF_SCRATCH_PATH"])
+    dst = tmp_path / "scratch"
+    for sub in subs:
+        shutil.copytree(src / sub, dst / sub)
+    return {**tiny_env, "MLPERF_SCRATCH_PATH": str(dst), "MLPERF_BUILD_DIR": str(tmp_path / "build")}, dst

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from code.common.errors import HarnessError, MissingDataError
-from tests.conftest import run_main
+from tests.conftest import no_partials, private_scratch, route, run_main
 from tests.test_cli_errors import _assert_user_error
-from tests.http_server import Server
 
 TINY = ("--benchmarks=bert", "--model_variant=tiny")
 FIX_DATA = "make download_data BENCHMARKS=bert MODEL_VARIANT=tiny"
@@ -21,15 +20,7 @@ FIX_DATA = "make download_data BENCHMARKS=bert MODEL_VARIANT=tiny"
 
 @pytest.fixture()
 def scratch(tiny_bert, tmp_path):
-    src = Path(tiny_bert["MLPERF_SCRATCH_PATH"])
-    dst = tmp_path / "scratch"
-    for sub in ("models/bert", "data/squad", "preprocessed_data/squad"):
-        shutil.copytree(src / sub, dst / sub)
-    return {**tiny_bert, "MLPERF_SCRATCH_PATH": str(dst), "MLPERF_BUILD_DIR": str(tmp_path / "build")}, dst
-
-
-def _no_partials(root: Path):
-    assert not [p for p in root.rglob("*") if ".partial" in p.name or p.name.endswith(".download")]
+    return private_scratch(tiny_bert, tmp_path, ("models/bert", "data/squad", "preprocessed_data/squad"))
 
 
 def _edit_squad(root: Path, edit) -> Path:
@@ -62,7 +53,7 @@ def test_squad_file_with_a_missing_answer_span(scratch, edit, needle):
     if edit is _shift:
         assert "is not at answer_start" in r.stderr
     assert not (root / "preprocessed_data" / "squad" / "tiny").exists()
-    _no_partials(root)
+    no_partials(root)
 
 
 def test_squad_file_not_json(scratch):
@@ -106,24 +97,12 @@ def test_damaged_log_entry_is_one_line(tmp_path):
 
 
 # --- real downloads against a local mirror -------------------------------------------------------------
-@pytest.fixture()
-def mirror(monkeypatch):
-    s = Server()
-    monkeypatch.setenv("MLPERF_DOWNLOAD_MIRROR", s.base)
-    yield s
-    s.close()
-
-
-def _route(url: str) -> str:
-    return "/" + url.split("://", 1)[1].split("?")[0]
-
-
 def _zenodo(mirror, record: str, name: str, body: bytes, md5: str | None = None) -> None:
     link = f"https://zenodo.org/records/{record}/files/{name}"
     files = json.loads(mirror.routes.get(f"/zenodo.org/api/records/{record}", b'{"files": []}'))["files"]
     files.append({"key": name, "checksum": "md5:" + (md5 or hashlib.md5(body).hexdigest()), "links": {"self": link}})
     mirror.routes[f"/zenodo.org/api/records/{record}"] = json.dumps({"files": files}).encode()
-    mirror.routes[_route(link)] = body
+    mirror.routes[route(link)] = body
 
 
 def test_bert_download_model_from_zenodo_records(mirror, tmp_path, tiny_bert):
@@ -141,7 +120,7 @@ def test_bert_download_model_from_zenodo_records(mirror, tmp_path, tiny_bert):
     model.download_real(out, with_torch=True, log=lambda *_: None)
     assert (out / "model.pytorch").read_bytes() == b"torch state"
     (out / "model.onnx").unlink()
-    mirror.routes[_route(f"https://zenodo.org/records/{model.ZENODO_ONNX[0]}/files/model.onnx")] = onnx[:-10]
+    mirror.routes[route(f"https://zenodo.org/records/{model.ZENODO_ONNX[0]}/files/model.onnx")] = onnx[:-10]
     with pytest.raises(HarnessError, match="md5"):                 # truncated upstream: the md5 catches it
         model.download_real(out, log=lambda *_: None)
     assert not (out / "model.onnx").exists()
@@ -151,17 +130,17 @@ def test_bert_download_model_from_zenodo_records(mirror, tmp_path, tiny_bert):
     with pytest.raises(MissingDataError, match="not a readable ONNX|not the MLPerf BERT ONNX"):
         model.download_real(out, log=lambda *_: None)
     assert not (out / "model.onnx").exists()
-    _no_partials(tmp_path)
+    no_partials(tmp_path)
 
 
 def test_bert_download_squad_dev(mirror, tmp_path, monkeypatch):
     from code.bert import dataset
 
     body = json.dumps({"version": "1.1", "data": []}).encode()
-    mirror.routes[_route(dataset.SQUAD_URL)] = body
+    mirror.routes[route(dataset.SQUAD_URL)] = body
     with pytest.raises(HarnessError, match="sha256"):             # the pinned sha256 of the real file
         dataset.download_squad(tmp_path, log=lambda *_: None)
     assert not (tmp_path / "dev-v1.1.json").exists()
     monkeypatch.setattr(dataset, "SQUAD_SHA256", hashlib.sha256(body).hexdigest())
     assert dataset.download_squad(tmp_path, log=lambda *_: None).read_bytes() == body
-    _no_partials(tmp_path)
+    no_partials(tmp_path)

@@ -3,7 +3,6 @@ half-written left behind. Also the real downloads (the R2 checkpoint and day-23 
 files served from 127.0.0.1 through $MLPERF_DOWNLOAD_MIRROR, and the disk-space check before them."""
 from __future__ import annotations
 
-import hashlib
 import shutil
 import zipfile
 from pathlib import Path
@@ -12,9 +11,8 @@ import numpy as np
 import pytest
 
 from code.common.errors import HarnessError, MissingDataError
-from tests.conftest import run_main
+from tests.conftest import no_partials, private_scratch, run_main
 from tests.test_cli_errors import _assert_user_error
-from tests.http_server import Server
 
 TINY = ("--benchmarks=dlrm_v2", "--model_variant=tiny", "--round=v5.1")
 FIX_DATA = "make download_data BENCHMARKS=dlrm_v2 MODEL_VARIANT=tiny"
@@ -24,19 +22,11 @@ FIX_PRE = "make preprocess_data BENCHMARKS=dlrm_v2 MODEL_VARIANT=tiny"
 @pytest.fixture()
 def scratch(tiny_dlrm, tmp_path):
     """A private copy of the tiny scratch folder (model, day-23 files, trace)."""
-    src = Path(tiny_dlrm["MLPERF_SCRATCH_PATH"])
-    dst = tmp_path / "scratch"
-    for sub in ("models/dlrm_v2", "data/criteo", "preprocessed_data/criteo"):
-        shutil.copytree(src / sub, dst / sub)
-    return {**tiny_dlrm, "MLPERF_SCRATCH_PATH": str(dst), "MLPERF_BUILD_DIR": str(tmp_path / "build")}, dst
+    return private_scratch(tiny_dlrm, tmp_path, ("models/dlrm_v2", "data/criteo", "preprocessed_data/criteo"))
 
 
 def _data(root: Path) -> Path:
     return root / "data" / "criteo" / "tiny"
-
-
-def _no_partials(root: Path):
-    assert not [p for p in root.rglob("*") if ".partial" in p.name or p.name.endswith(".download")]
 
 
 def _rewrite_sparse(path: Path, feature: int, row: int, col: int, value: int) -> None:
@@ -57,7 +47,7 @@ def test_sparse_index_beyond_its_table(scratch):
     _assert_user_error(r, 3, "day_23_sparse_multi_hot.npz: sparse feature 3 row 17 has index "
                        f"{rows}, beyond its table of {rows} rows", FIX_DATA)
     assert not (root / "preprocessed_data" / "criteo" / "tiny").exists()
-    _no_partials(root)
+    no_partials(root)
 
 
 def test_data_changed_after_preprocess_is_caught_before_the_run(scratch):
@@ -101,7 +91,7 @@ def test_day23_file_of_the_wrong_shape_or_missing(scratch, damage, needle):
     r = run_main("--action=preprocess_data", *TINY, env=env)
     _assert_user_error(r, 3, needle, FIX_DATA)
     assert not (root / "preprocessed_data" / "criteo" / "tiny").exists()
-    _no_partials(root)
+    no_partials(root)
 
 
 def test_compressed_or_short_sparse_archive(scratch):
@@ -137,28 +127,6 @@ def test_missing_tiny_model_names_download_model(tmp_path, harness_env):
 
 
 # --- real downloads: R2 protocol against a local server ------------------------------------------------
-def _publish_r2(server: Server, uri_url: str, base_url: str, files: dict[str, bytes]) -> None:
-    """An R2 dataset as mlc-r2-downloader.sh reads it: <name>.uri (the files' base URL), <name>.md5, files."""
-    uri = uri_url.split("://", 1)[1]
-    server.routes["/" + uri] = (base_url + "\n").encode()
-    server.routes["/" + uri[: -len(".uri")] + ".md5"] = "".join(
-        f"{hashlib.md5(b).hexdigest()}  ./{p}\n" for p, b in files.items()).encode()
-    for p, b in files.items():
-        server.routes["/" + base_url.split("://", 1)[1] + "/" + p] = b
-
-
-@pytest.fixture()
-def mirror(monkeypatch):
-    from code.common import fileio
-    from code.common.llm import download as dl
-
-    s = Server()
-    monkeypatch.setenv(fileio.MIRROR_ENV, s.base)
-    monkeypatch.delenv(dl.R2_SCRIPT_ENV, raising=False)
-    yield s
-    s.httpd.shutdown()
-
-
 def _settings(tmp_path, monkeypatch, *extra):
     monkeypatch.setenv("MLPERF_SCRATCH_PATH", str(tmp_path / "scratch"))
     monkeypatch.setenv("MLPERF_BUILD_DIR", str(tmp_path / "build"))
@@ -172,7 +140,7 @@ def test_real_checkpoint_download_verified_after_a_disk_check(mirror, tmp_path, 
     from code.dlrm_v2 import constants as K, model
 
     files = {".snapshot_metadata": b"manifest", "0/model/t_cat_0": b"\x00" * 1000, "0/model/dense": b"\x01" * 10}
-    _publish_r2(mirror, K.MODEL_URI, "https://r2.example.org/dlrm-v2/model_weights", files)
+    mirror.add_r2(K.MODEL_URI, "https://r2.example.org/dlrm-v2/model_weights", files)
     bench = _settings(tmp_path, monkeypatch)
     free = {"n": 10 * 10**9}
     monkeypatch.setattr(model.shutil, "disk_usage", lambda p: type("U", (), {"free": free["n"]})())
@@ -187,7 +155,7 @@ def test_real_checkpoint_download_verified_after_a_disk_check(mirror, tmp_path, 
     assert (dest / "0/model/t_cat_0").read_bytes() == files["0/model/t_cat_0"]
     assert (dest / "dlrm-v2-model-weights.md5").is_file()
     assert model.read_config(bench.model_dir, "") == model.REAL
-    _no_partials(tmp_path)
+    no_partials(tmp_path)
 
 
 def test_real_checkpoint_without_torchsnapshot_says_what_to_install(tmp_path, monkeypatch):
@@ -224,7 +192,7 @@ def test_real_dataset_download_then_checked(mirror, tmp_path, monkeypatch):
     files = {"multihot/day_23_dense.npy": npy(rng.random((n, 13), dtype=np.float32)),
              "multihot/day_23_labels.npy": npy(rng.integers(0, 2, (n, 1), dtype=np.int64).astype(np.int32)),
              "multihot/day_23_sparse_multi_hot.npz": z.getvalue()}
-    _publish_r2(mirror, K.DATASET_URI, "https://r2.example.org/dlrm-v2/data", files)
+    mirror.add_r2(K.DATASET_URI, "https://r2.example.org/dlrm-v2/data", files)
     monkeypatch.setattr(K, "DATASET_BYTES", 10_000)
     bench = _settings(tmp_path, monkeypatch)
     bench.download_data()
@@ -232,5 +200,5 @@ def test_real_dataset_download_then_checked(mirror, tmp_path, monkeypatch):
     assert day.dir == bench.data_dir / "multihot" and day.total_rows == n and day.rows == 26
     bench.preprocess_data()
     assert (bench.preprocessed / K.TRACE_FILE).read_text() == "0, 26, 26\n"
-    _no_partials(tmp_path)
+    no_partials(tmp_path)
     assert zipfile.is_zipfile(day.dir / K.SPARSE_FILE)

@@ -12,15 +12,6 @@ import pytest
 
 from code.common.errors import HarnessError
 from code.common.fileio import download
-from tests.http_server import Server  # noqa: F401  (also imported from here by other download tests)
-
-
-@pytest.fixture()
-def mirror(monkeypatch):
-    s = Server()
-    monkeypatch.setenv("MLPERF_DOWNLOAD_MIRROR", s.base)
-    yield s
-    s.close()
 
 
 BLOB = bytes(range(256)) * 4096          # 1 MiB

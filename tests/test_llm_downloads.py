@@ -12,22 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from code.common import fileio
 from code.common.errors import HarnessError
 from code.common.llm import download as dl
-from tests.http_server import Server
 
 
 # --- fixtures -------------------------------------------------------------------------------------
-
-@pytest.fixture()
-def mirror(monkeypatch):
-    s = Server()
-    monkeypatch.setenv(fileio.MIRROR_ENV, s.base)
-    monkeypatch.delenv(dl.R2_SCRIPT_ENV, raising=False)
-    yield s
-    s.close()
-
 
 def md5(b: bytes) -> str:
     return hashlib.md5(b).hexdigest()
@@ -481,7 +470,7 @@ def llama_folder(d: Path) -> dict[str, bytes]:
     return files
 
 
-def test_llama2_model_gated_error_names_license_token_and_members_route(hub, tmp_path):
+def test_llama2_model_gated_error_names_license_token_and_membersroute(hub, tmp_path):
     from huggingface_hub.errors import GatedRepoError
 
     from code.llama2_70b import download as ll

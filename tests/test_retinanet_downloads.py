@@ -11,19 +11,7 @@ import json
 import pytest
 
 from code.common.errors import HarnessError, MissingDataError
-from tests.http_server import Server
-
-
-@pytest.fixture()
-def mirror(monkeypatch):
-    s = Server()
-    monkeypatch.setenv("MLPERF_DOWNLOAD_MIRROR", s.base)
-    yield s
-    s.close()
-
-
-def _route(url: str) -> str:
-    return "/" + url.split("://", 1)[1]
+from tests.conftest import route
 
 
 def _jpeg(w: int, h: int) -> bytes:
@@ -43,10 +31,10 @@ def _fixture(mirror):
     for img, label, box in (("bbbb", "/m/c5", "0.1,0.5,0.2,0.6"), ("aaaa", "/m/c0", "0.0,1.0,0.0,0.5"),
                             ("cccc", "/m/zz", "0.1,0.2,0.1,0.2"), ("aaaa", "/m/c263", "0.5,0.75,0.25,0.5")):
         rows.append(f"{img},xclick,{label},1,{box},0,1,0,0,0")
-    mirror.routes[_route(D.MAP_CLASSES_URL)] = classes.encode()
-    mirror.routes[_route(D.BBOX_ANNOTATIONS_URL)] = ("\n".join(rows) + "\n").encode()
-    mirror.routes[_route(D.IMAGE_URL.format("aaaa"))] = _jpeg(200, 100)
-    mirror.routes[_route(D.IMAGE_URL.format("bbbb"))] = _jpeg(64, 48)
+    mirror.routes[route(D.MAP_CLASSES_URL)] = classes.encode()
+    mirror.routes[route(D.BBOX_ANNOTATIONS_URL)] = ("\n".join(rows) + "\n").encode()
+    mirror.routes[route(D.IMAGE_URL.format("aaaa"))] = _jpeg(200, 100)
+    mirror.routes[route(D.IMAGE_URL.format("bbbb"))] = _jpeg(64, 48)
     return D
 
 
@@ -69,24 +57,24 @@ def test_retinanet_download_data_wrong_count_and_missing_images(mirror, tmp_path
     D = _fixture(mirror)
     with pytest.raises(MissingDataError, match="select 2 images, not the MLPerf 24781"):
         D.download_openimages(tmp_path, expected_images=24781, log=lambda *_: None)
-    img = mirror.routes.pop(_route(D.IMAGE_URL.format("bbbb")))
+    img = mirror.routes.pop(route(D.IMAGE_URL.format("bbbb")))
     with pytest.raises(MissingDataError) as e:
         D.download_openimages(tmp_path, expected_images=2, log=lambda *_: None)
     assert "could not be fetched" in e.value.cause and str(tmp_path / "validation" / "data") in e.value.fix
     assert "openimages-mlperf-images.txt" in e.value.fix
     assert not (tmp_path / D.ANNOTATIONS).exists()
     assert not list((tmp_path / "validation" / "data").glob("bbbb*"))
-    mirror.routes[_route(D.IMAGE_URL.format("bbbb"))] = b"not a jpeg"        # damaged upstream: refused
+    mirror.routes[route(D.IMAGE_URL.format("bbbb"))] = b"not a jpeg"        # damaged upstream: refused
     with pytest.raises(MissingDataError):
         D.download_openimages(tmp_path, expected_images=2, log=lambda *_: None)
-    mirror.routes[_route(D.IMAGE_URL.format("bbbb"))] = img                  # resumed: aaaa is kept
+    mirror.routes[route(D.IMAGE_URL.format("bbbb"))] = img                  # resumed: aaaa is kept
     D.download_openimages(tmp_path, expected_images=2, log=lambda *_: None)
     assert (tmp_path / D.ANNOTATIONS).is_file()
 
 
 def test_retinanet_class_map_without_mlperf_classes_is_refused(mirror, tmp_path):
     D = _fixture(mirror)
-    mirror.routes[_route(D.MAP_CLASSES_URL)] = b"/m/zz,Not an MLPerf class\n"
+    mirror.routes[route(D.MAP_CLASSES_URL)] = b"/m/zz,Not an MLPerf class\n"
     with pytest.raises(MissingDataError, match="lacks 264 of the 264 MLPerf classes"):
         D.download_openimages(tmp_path, expected_images=2, log=lambda *_: None)
     assert not (tmp_path / "annotations" / "class-descriptions-boxable.csv").exists()
@@ -100,10 +88,10 @@ def test_retinanet_download_model_from_zenodo_record(mirror, tmp_path):
     link = f"https://zenodo.org/records/{record}/files/{name}"
     mirror.routes[f"/zenodo.org/api/records/{record}"] = json.dumps({"files": [
         {"key": name, "checksum": "md5:" + hashlib.md5(onnx).hexdigest(), "links": {"self": link}}]}).encode()
-    mirror.routes[_route(link)] = onnx
+    mirror.routes[route(link)] = onnx
     assert model.download_real(tmp_path, log=lambda *_: None).read_bytes() == onnx
     (tmp_path / name).unlink()
-    mirror.routes[_route(link)] = onnx[:-1]                                  # corrupt upstream: md5 catches it
+    mirror.routes[route(link)] = onnx[:-1]                                  # corrupt upstream: md5 catches it
     with pytest.raises(HarnessError, match="md5"):
         model.download_real(tmp_path, log=lambda *_: None)
     assert not (tmp_path / name).exists()

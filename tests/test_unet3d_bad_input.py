@@ -8,15 +8,13 @@ import hashlib
 import json
 import pickle
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from code.common.errors import HarnessError, RunError
-from tests.conftest import metadata_under, run_main
+from tests.conftest import metadata_under, no_partials, private_scratch, run_main
 from tests.test_cli_errors import _assert_user_error
-from tests.http_server import Server
 
 TINY = ("--benchmarks=3d-unet", "--model_variant=tiny")
 FIX_PRE = "make preprocess_data BENCHMARKS=unet3d MODEL_VARIANT=tiny"
@@ -25,15 +23,7 @@ FIX_PRE = "make preprocess_data BENCHMARKS=unet3d MODEL_VARIANT=tiny"
 @pytest.fixture()
 def scratch(tiny_unet3d, tmp_path):
     """A private copy of the tiny scratch folder (model, raw cases, preprocessed volumes)."""
-    src = Path(tiny_unet3d["MLPERF_SCRATCH_PATH"])
-    dst = tmp_path / "scratch"
-    for sub in ("models/unet3d", "data/kits19", "preprocessed_data/kits19"):
-        shutil.copytree(src / sub, dst / sub)
-    return {**tiny_unet3d, "MLPERF_SCRATCH_PATH": str(dst), "MLPERF_BUILD_DIR": str(tmp_path / "build")}, dst
-
-
-def _no_partials(root: Path):
-    assert not [p for p in root.rglob("*") if ".partial" in p.name or p.name.endswith(".download")]
+    return private_scratch(tiny_unet3d, tmp_path, ("models/unet3d", "data/kits19", "preprocessed_data/kits19"))
 
 
 # --- raw KiTS19 cases ---------------------------------------------------------------------------
@@ -48,7 +38,7 @@ def test_case_folder_without_imaging(scratch, damage, needle):
     r = run_main("--action=preprocess_data", *TINY, env=env)
     _assert_user_error(r, 3, needle, "make download_data BENCHMARKS=unet3d MODEL_VARIANT=tiny")
     assert not (root / "preprocessed_data" / "kits19" / "tiny").exists()
-    _no_partials(root)
+    no_partials(root)
 
 
 def test_real_local_folder_without_imaging_says_where_to_put_it(tmp_path, harness_env):
@@ -77,7 +67,7 @@ def test_preprocessed_volume_of_the_wrong_dtype_or_shape(scratch, tmp_path, dama
     r = run_main("--action=run_harness", *TINY, "--scenarios=Offline", "--min_duration=1", "--min_query_count=1",
                  f"--log_dir={tmp_path / 'logs'}", env=env)
     _assert_user_error(r, 3, str(pkl), needle, FIX_PRE)
-    _no_partials(tmp_path / "logs")
+    no_partials(tmp_path / "logs")
     assert not metadata_under(tmp_path / "logs") or all(m["status"] == "error" for m in metadata_under(tmp_path / "logs"))
 
 
@@ -134,14 +124,6 @@ def test_engine_output_of_the_wrong_shape_fails_the_batch():
 
 
 # --- real downloads against a local mirror ----------------------------------------------------------
-@pytest.fixture()
-def mirror(monkeypatch):
-    s = Server()
-    monkeypatch.setenv("MLPERF_DOWNLOAD_MIRROR", s.base)
-    yield s
-    s.close()
-
-
 def _blob_id(b: bytes) -> str:
     return hashlib.sha1(f"blob {len(b)}\0".encode() + b).hexdigest()
 
@@ -184,7 +166,7 @@ def test_kits19_download_verifies_resumes_and_duplicates(mirror, monkeypatch, tm
         assert (raw / c / "segmentation.nii.gz").read_bytes() == files[src][1]
     mirror.routes = {k: v for k, v in mirror.routes.items() if "/api/" in k}      # present + verified: no fetch
     fetch_cases(raw, ("case_00000", "case_00400"), log=lambda *_: None)
-    _no_partials(raw)
+    no_partials(raw)
 
 
 def test_kits19_download_wrong_checksums_leave_nothing(mirror, monkeypatch, tmp_path):
