@@ -1,7 +1,8 @@
 """Harness benchmark for BERT on ONNX Runtime (CPU). Prints figures; asserts nothing.
 
   (a) raw samples/s: a tight loop of the Processor's own code path (BertProcessor.process, seqlen-
-      bucketed, gpu_batch_size features per call, in a seeded random order as LoadGen issues them)
+      bucketed, gpu_batch_size features per call, in the order the SUT gives an Offline query: LoadGen's
+      seeded random order, sorted by length when bucketed (BertBenchmark.offline_order_key))
       over the same engine file, spec and QSL, no LoadGen;
   (b) harness Offline samples/s through LoadGen (offline_expected_qps = a, min_duration = --seconds);
   (c) b/a (goal >= 0.97);
@@ -14,8 +15,9 @@
       create_squad_data imports Google BERT's tokenization.py from the DeepLearningExamples
       submodule, and when that is not checked out a stand-in built on transformers' BasicTokenizer is
       put on its path (printed).
-(a), (b) and (d) are measured --repeats times, alternating, in this one process tree (the machine may
-be shared: compare the figures of one invocation, not across invocations).
+(a) and (b) alternate as scripts/bench_common.py does (each harness run against the mean of the raw loops
+just before and after it), with a padded (d) run after each bucketed one, in this one process tree (the
+machine may be shared: compare the figures of one invocation, not across invocations).
 
 The tiny variant is built in a private scratch. --real runs the real BERT-Large and SQuAD features
 when they are in $MLPERF_SCRATCH_PATH (download_model / download_data / preprocess_data first).
@@ -38,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import REPO, harness_run as harness, offline_settings, prepare_tiny, report  # noqa: E402
+from bench_common import REPO, alternate, harness_run as harness, offline_settings, prepare_tiny, report  # noqa: E402
 
 
 def settings_for(extra: list[str], real: bool):
@@ -55,6 +57,9 @@ def raw_loop(settings, seconds: float) -> float:
     proc.warmup()
     rng = np.random.default_rng(0)
     order = rng.permutation(qsl.total_count)
+    key = b.offline_order_key(qsl)          # the order the SUT gives an Offline query (bucketed: by length)
+    if key is not None:
+        order = np.array(sorted(order.tolist(), key=key))
     bs = proc.batch_size
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds or n % qsl.total_count:
@@ -131,24 +136,20 @@ def main() -> int:
     if not a.real:
         prepare_tiny(root, "bert")
     dur = int(a.seconds * 1000)
-    raws, harn, validity, modes = [], [], [], {"bucketed": [], "padded": []}
-    for rep in range(a.repeats):
-        raw = raw_loop(settings_for([], a.real), a.seconds)
-        # expected rate above the raw one: the query lasts at least min_duration (else INVALID, too short)
-        s = settings_for([f"--min_duration={dur}", "--min_query_count=1", f"--offline_expected_qps={raw * 1.5:.3f}"],
-                         a.real)
-        m = harness(s, root / "logs" / f"offline-{rep}")
-        raws.append(raw)
-        harn.append(m["metric_value"] or 0.0)
-        validity.append(m["result_validity"])
-        modes["bucketed"].append(harn[-1])
-        sp = settings_for([f"--min_duration={dur}", "--min_query_count=1", f"--offline_expected_qps={raw:.3f}",
-                           "--bert_seqlen_batching=padded"], a.real)
-        mp = harness(sp, root / "logs" / f"offline-padded-{rep}")
-        modes["padded"].append(mp["metric_value"] or 0.0)
-        print(f"  repeat {rep}: raw {raw:.2f} samples/s, harness {harn[-1]:.2f} samples/s ({validity[-1]}), ratio "
-              f"{harn[-1] / raw:.4f}; padded-384 harness {modes['padded'][-1]:.2f} samples/s ({mp['result_validity']})",
-              flush=True)
+    padded: list[float] = []
+
+    def bucketed_then_padded(qps: float, rep: int) -> dict:
+        """(b) one bucketed harness run, then (d) a padded-384 one at the same settings."""
+        common = [f"--min_duration={dur}", "--min_query_count=1", f"--offline_expected_qps={qps:.3f}"]
+        m = harness(settings_for(common, a.real), root / "logs" / f"offline-{rep}")
+        mp = harness(settings_for([*common, "--bert_seqlen_batching=padded"], a.real), root / "logs" / f"offline-padded-{rep}")
+        padded.append(mp["metric_value"] or 0.0)
+        print(f"  repeat {rep}: harness {m['metric_value'] or 0:.2f} samples/s ({m['result_validity']}); padded-384 "
+              f"harness {padded[-1]:.2f} samples/s ({mp['result_validity']})", flush=True)
+        return m
+
+    ab = alternate(lambda: raw_loop(settings_for([], a.real), a.seconds), bucketed_then_padded, a.repeats)
+    raws = ab["a_raw_samples_per_s"]
     f1 = {}
     for mode in ("bucketed", "padded"):
         m = harness(settings_for([f"--bert_seqlen_batching={mode}"], a.real), root / "logs" / f"accuracy-{mode}",
@@ -163,14 +164,10 @@ def main() -> int:
                  + f", {len(lens)} features of {lens.min()}-{lens.max()} tokens (mean {lens.mean():.0f})",
         "backend": s.backend, "gpu_batch_size": s.batch_size(), "bucket_step": s.bert_bucket_step,
         "threads": s.cpu_threads or len(os.sched_getaffinity(0)), "seconds": a.seconds,
-        "a_raw_samples_per_s": [round(x, 2) for x in raws],
-        "b_harness_offline_samples_per_s": [round(x, 2) for x in harn], "b_validity": validity,
-        "c_ratio_b_over_a": [round(h / r, 4) for h, r in zip(harn, raws)],
-        "c_median_pair_ratio": round(statistics.median(h / r for h, r in zip(harn, raws)), 4),
-        "c_ratio_of_medians": round(statistics.median(harn) / statistics.median(raws), 4),
-        "d_bucketed_samples_per_s": [round(x, 2) for x in modes["bucketed"]],
-        "d_padded_samples_per_s": [round(x, 2) for x in modes["padded"]],
-        "d_bucketed_over_padded_medians": round(statistics.median(modes["bucketed"]) / statistics.median(modes["padded"]), 3),
+        **ab,
+        "d_padded_samples_per_s": [round(x, 2) for x in padded],
+        "d_bucketed_over_padded_medians": round(statistics.median(ab["b_harness_offline_samples_per_s"])
+                                                / statistics.median(padded), 3),
         "d_bucketed_F1_EM": [f1["bucketed"].get("F1"), f1["bucketed"].get("exact_match")],
         "d_padded_F1_EM": [f1["padded"].get("F1"), f1["padded"].get("exact_match")],
     }

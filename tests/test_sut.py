@@ -97,3 +97,30 @@ def test_sut_bad_processor_output_still_completes_every_sample():
         sut.stop()
         assert lg.ids() == [0, 1, 2, 3] and all(size == 0 for _, rs in lg.completed for _, size in rs)
         assert sut.errors and "1 outputs for 4 samples" in str(sut.errors[0])
+
+
+def test_sut_offline_orders_the_query_by_the_benchmarks_key():
+    """Benchmark.offline_order_key (BERT: sequence length): the one Offline query is sorted before it is cut
+    into batches; every sample is still answered once, under its own id."""
+    lengths = {i: (i * 37) % 11 for i in range(40)}
+    lg, proc = FakeLoadGen(), Echo(8)
+    sut = BatchingSUT(lg, "queue", [proc], order_key=lengths.__getitem__)
+    sut.start()
+    sut.issue_queries(samples(range(40)))
+    assert wait_for(lambda: len(lg.ids()) == 40)
+    sut.stop()
+    assert lg.ids() == list(range(40))
+    flat = [i for b in proc.batches for i in b]
+    assert [lengths[i] for i in flat] == sorted(lengths.values()) and all(len(b) <= 8 for b in proc.batches)
+
+
+def test_bert_offline_order_key_is_the_sequence_length_when_bucketed():
+    from code.bert.harness import BertBenchmark
+    from code.main import plan
+
+    qsl = types.SimpleNamespace(seq_len=np.array([300, 70, 128]))
+    for mode, want in (("bucketed", [1, 2, 0]), ("padded", None)):
+        _, [s] = plan(["--action=run_harness", "--benchmarks=bert", "--scenarios=Offline", "--model_variant=tiny",
+                       f"--bert_seqlen_batching={mode}"])
+        key = BertBenchmark(s).offline_order_key(qsl)
+        assert (None if key is None else sorted(range(3), key=key)) == want

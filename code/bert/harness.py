@@ -186,6 +186,14 @@ class BertBenchmark(Benchmark):
             out.append(BertProcessor(by_len, qsl, self.settings.batch_size(), self.seqlen_batching, cores))
         return out
 
+    def offline_order_key(self, qsl):
+        """bucketed: the Offline query is sorted by true length before it is cut into batches, so a batch
+        is (nearly) one bucket and pads little; padded: LoadGen's order (every batch runs at 384 anyway)."""
+        if self.seqlen_batching != "bucketed":
+            return None
+        lens = qsl.seq_len
+        return lambda i: int(lens[i])
+
     def accuracy(self, accuracy_log: str, out_dir: str) -> dict:
         from code.bert.accuracy import score
 

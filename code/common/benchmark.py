@@ -169,6 +169,12 @@ class Benchmark(abc.ABC):
             out.append((spec, cores))
         return out
 
+    def offline_order_key(self, qsl: QSL):
+        """Offline: a function QSL index -> sort key by which the SUT orders the one big query before
+        cutting it into batches (None: LoadGen's order). BERT sorts by sequence length, so each batch
+        holds features of one length bucket (NVIDIA's seqlen-aware batching over the whole query)."""
+        return None
+
     def batch_timeout_s(self) -> float:
         """Server batcher: a partial batch is sent once its oldest sample has waited this long."""
         return self.settings.server_batch_timeout_ms / 1000.0

@@ -110,7 +110,8 @@ def run(req: dict, stage: Path, result: dict) -> None:
             procs = bench.make_processors(qsl_impl, engines)
             if control.use_cached_responses:
                 procs = [CachingProcessor(p) for p in procs]
-        sut_impl = BatchingSUT(lg, dispatch, procs, bench.batch_timeout_s())
+        sut_impl = BatchingSUT(lg, dispatch, procs, bench.batch_timeout_s(),
+                               order_key=None if control.null_processor else bench.offline_order_key(qsl_impl))
     sut_impl.start()
     if settings.fast and control.test_mode == "PerformanceOnly" and not req.get("audit"):
         result["fast_sizing"] = (fast_sizing.size_stream(ts, settings, sut_impl, qsl_impl.total_count)

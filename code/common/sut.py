@@ -98,7 +98,7 @@ class BatchingSUT:
     MODES = ("queue", "batcher", "inline")
 
     def __init__(self, lg, dispatch: str, processors: list[Processor], batch_timeout_s: float = 0.002,
-                 max_pending: int = 0):
+                 max_pending: int = 0, order_key=None):
         if dispatch not in self.MODES:
             raise ValueError(f"dispatch mode {dispatch!r} is not one of {self.MODES}")
         self.lg = lg
@@ -106,6 +106,7 @@ class BatchingSUT:
         self.processors = processors
         self.batch_size = max(1, processors[0].batch_size)
         self.batch_timeout_s = batch_timeout_s
+        self.order_key = order_key          # queue mode: QSL index -> sort key (Benchmark.offline_order_key)
         self.inline = dispatch == "inline"
         self.work: queue.SimpleQueue = queue.SimpleQueue()      # batches for the workers
         # batcher mode: samples LoadGen issued that no batch holds yet, guarded by _cv
@@ -182,7 +183,11 @@ class BatchingSUT:
         if self.inline:
             self._run_batches(self.processors[0], items)
         else:
-            # Offline: hand out batches in issue order; workers pull as they free up.
+            # Offline: hand out batches in issue order (or sorted by the benchmark's key: BERT groups
+            # features of similar length); workers pull as they free up.
+            if self.order_key is not None:
+                key = self.order_key
+                items.sort(key=lambda it: key(it[1]))
             for start in range(0, len(items), self.batch_size):
                 self.work.put(items[start:start + self.batch_size])
 
