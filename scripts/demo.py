@@ -31,10 +31,11 @@ def step(args: list[str]) -> None:
         sys.exit(r.returncode)
 
 
-def groups(names: str, llm: bool) -> dict[tuple[str, ...], list[str]]:
+def groups(names: str, llm: bool, scenarios: str | None = None) -> dict[tuple[str, ...], list[str]]:
     """The (LLM or not) benchmarks of ``names`` grouped by the round arguments they run under: a benchmark
-    that the installed LoadGen's round lacks (RetinaNet left after v6.0) runs under the newest round
-    that has it."""
+    that the installed LoadGen's round lacks (RetinaNet left after v6.0, DLRM-v2 after v5.1) runs under
+    the newest round that has it. With ``scenarios``, also by the ones of those each supports (DLRM-v2
+    has no SingleStream), or its first scenario when it supports none of them (``--scenarios=...``)."""
     from code.common import rounds
     from code.common.benchmarks import resolve
 
@@ -45,6 +46,9 @@ def groups(names: str, llm: bool) -> dict[tuple[str, ...], list[str]]:
             continue
         has = [r.version for r in rounds.ROUNDS.values() if r.entries(spec.name)]
         args = () if rounds.current().entries(spec.name) or not has else (f"--round={has[-1]}",)
+        if scenarios is not None:
+            ok = [x for x in scenarios.split(",") if x in spec.scenarios] or [spec.scenarios[0]]
+            args += (f"--scenarios={','.join(ok)}",)
         out.setdefault(args, []).append(spec.name)
     return out
 
@@ -62,11 +66,12 @@ def main() -> int:
     from code.common import paths, runner
 
     logs = paths.logs_dir() / f"demo-{runner.timestamp()}"
-    for rnd, names in groups(a.benchmarks, llm=False).items():
+    for key, names in groups(a.benchmarks, llm=False, scenarios=a.scenarios).items():
+        rnd, scen = key[:-1], key[-1]
         common = [f"--benchmarks={','.join(names)}", "--model_variant=tiny", *rnd]
         for action in ("download_model", "download_data", "preprocess_data"):
             step([f"--action={action}", *common])
-        step(["--action=generate_engines", *common, f"--scenarios={a.scenarios}"])
+        step(["--action=generate_engines", *common, scen])
         for mode in ("PerformanceOnly", "AccuracyOnly"):
             # 100 queries at least: a SingleStream run needs that many for early stopping (tiny SDXL: ~20 s)
             extra = [f"--min_duration={int(a.seconds * 1000)}", "--min_query_count=100"] if mode == "PerformanceOnly" else []
@@ -74,7 +79,7 @@ def main() -> int:
                 # CLIP/FID scoring dominates a tiny SDXL accuracy run; 128 of the 320 captions keep the demo
                 # under 10 minutes on 2 cores (the full tiny set runs in make test).
                 extra.append(f"--sdxl_sample_count={a.sdxl_accuracy_samples}")
-            step(["--action=run_harness", *common, f"--scenarios={a.scenarios}", f"--test_mode={mode}", "--fast",
+            step(["--action=run_harness", *common, scen, f"--test_mode={mode}", "--fast",
                   f"--log_dir={logs}", *extra])
     for rnd, names in groups(a.benchmarks, llm=True).items():   # token streaming: tokens/s, TTFT/TPOT
         llm = [f"--benchmarks={','.join(names)}", "--model_variant=tiny", *rnd]

@@ -55,3 +55,5 @@ def test_demo_groups_llms_apart_and_runs_retired_benchmarks_under_their_round():
     assert demo.groups("resnet50,retinanet,3d-unet,llama2_70b", llm=False) == {
         (): ["resnet50", "unet3d"], ("--round=v6.0",): ["retinanet"]}
     assert demo.groups("resnet50,retinanet,3d-unet,llama2_70b", llm=True) == {(): ["llama2_70b"]}
+    assert demo.groups("bert,dlrm-v2,3d-unet", llm=False, scenarios="Offline,SingleStream") == {
+        ("--scenarios=Offline,SingleStream",): ["bert", "unet3d"], ("--round=v5.1", "--scenarios=Offline"): ["dlrm_v2"]}
