@@ -16,16 +16,14 @@ import numpy as np
 from code.bert import squad
 from code.common.errors import RunError
 from code.common.fileio import write_text
+from code.common.loadgen_logs import read_accuracy_entries
 
 FIX = "rerun with --test_mode=AccuracyOnly (each result must be a feature's (384, 2) float32 start/end logits)"
 
 
 def read_log(accuracy_log: str | Path, n_features: int) -> dict[int, tuple[list, list]]:
     """feature index -> (start logits, end logits), 384 each; a malformed entry is a one-line RunError."""
-    try:
-        entries = json.loads(Path(accuracy_log).read_text())
-    except (OSError, ValueError) as e:
-        raise RunError(f"cannot read {accuracy_log}: {e}", FIX) from None
+    entries = read_accuracy_entries(accuracy_log, FIX)
     out: dict[int, tuple[list, list]] = {}
     for e in entries:
         idx = int(e["qsl_idx"])

@@ -9,6 +9,20 @@ from code.common import scenarios
 
 
 
+def read_accuracy_entries(accuracy_log: str | Path, fix: str = "rerun with --test_mode=AccuracyOnly") -> list[dict]:
+    """mlperf_log_accuracy.json's entries ({"seq_id", "qsl_idx", "data"}); unreadable, not JSON or not a
+    list is a one-line RunError with ``fix``."""
+    from code.common.errors import RunError
+
+    try:
+        entries = json.loads(Path(accuracy_log).read_text())
+    except (OSError, ValueError) as e:
+        raise RunError(f"cannot read {accuracy_log}: {e}", fix) from None
+    if not isinstance(entries, list):
+        raise RunError(f"{accuracy_log}: not a LoadGen accuracy log (a JSON list)", fix)
+    return entries
+
+
 def read_detail(path: str | Path) -> list[dict[str, Any]]:
     out = []
     p = Path(path)

@@ -9,7 +9,6 @@ accuracy.txt carries the reference's line ``AUC=<percent>%, accuracy=..., good=.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -17,18 +16,13 @@ import numpy as np
 
 from code.common.errors import RunError
 from code.common.fileio import write_text
+from code.common.loadgen_logs import read_accuracy_entries
 
 FIX = "rerun the accuracy test (--test_mode=AccuracyOnly); if it repeats, check the engine (--force_rebuild)"
 
 
 def read_log(accuracy_log: str | Path) -> list[dict]:
-    try:
-        entries = json.loads(Path(accuracy_log).read_text())
-    except (OSError, ValueError) as e:
-        raise RunError(f"cannot read {accuracy_log}: {e}", "rerun with --test_mode=AccuracyOnly") from None
-    if not isinstance(entries, list):
-        raise RunError(f"{accuracy_log}: not a LoadGen accuracy log (a JSON list)", "rerun with --test_mode=AccuracyOnly")
-    return entries
+    return read_accuracy_entries(accuracy_log)
 
 
 def predictions(entries: list[dict], offsets: np.ndarray) -> tuple[list[int], np.ndarray, np.ndarray]:

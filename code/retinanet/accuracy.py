@@ -9,23 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 from pathlib import Path
 
 import numpy as np
 
 from code.common.errors import RunError
 from code.common.fileio import write_text
+from code.common.loadgen_logs import read_accuracy_entries
 
 
 def read_log(accuracy_log: str | Path) -> list[dict]:
-    try:
-        entries = json.loads(Path(accuracy_log).read_text())
-    except (OSError, ValueError) as e:
-        raise RunError(f"cannot read {accuracy_log}: {e}", "rerun with --test_mode=AccuracyOnly") from None
-    if not isinstance(entries, list):
-        raise RunError(f"{accuracy_log}: not a LoadGen accuracy log (a JSON list)", "rerun with --test_mode=AccuracyOnly")
-    return entries
+    return read_accuracy_entries(accuracy_log)
 
 
 def detections(entries: list[dict], images: list[dict]) -> tuple[list[dict], set[int], dict[int, np.ndarray]]:

@@ -9,13 +9,13 @@ submission checker's DICE pattern reads: ``Accuracy: mean = 0.86170, kidney = 0.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from code.common.errors import RunError
 from code.common.fileio import write_text
+from code.common.loadgen_logs import read_accuracy_entries
 
 FIX = "rerun with --test_mode=AccuracyOnly (each result must be the case's D*H*W uint8 labels)"
 
@@ -32,10 +32,7 @@ def dice(pred: np.ndarray, gt: np.ndarray) -> tuple[float, float]:
 def read_log(accuracy_log: str | Path, cases: list[str], shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
     """case -> (D, H, W) uint8 prediction; a result of the wrong size or with values outside 0..2 is a
     one-line RunError naming the entry (the output was not this benchmark's uint8 segmentation)."""
-    try:
-        entries = json.loads(Path(accuracy_log).read_text())
-    except (OSError, ValueError) as e:
-        raise RunError(f"cannot read {accuracy_log}: {e}", FIX) from None
+    entries = read_accuracy_entries(accuracy_log, FIX)
     out: dict[str, np.ndarray] = {}
     for e in entries:
         idx = int(e["qsl_idx"])
