@@ -66,6 +66,16 @@ def alternate(raw: Callable[[], float], harness: Callable[[float, int], dict], r
             "c_ratio_median": round(statistics.median(ratios), 4)}
 
 
+def offline_vs_raw(settings_for: Callable[[list[str]], object], extra: list[str], raw: Callable[[], float],
+                   seconds: float, repeats: int, root: Path) -> dict:
+    """``alternate`` for the usual pair: raw() against harness Offline runs of ``settings_for(extra + a
+    min_duration of ``seconds``, min_query_count 1 and an expected QPS just above the last raw rate)``."""
+    dur = int(seconds * 1000)
+    return alternate(raw, lambda qps, i: harness_run(
+        settings_for([*extra, f"--min_duration={dur}", "--min_query_count=1", f"--offline_expected_qps={qps:.3f}"]),
+        root / "logs" / f"offline-{i}"), repeats)
+
+
 def report(fig: dict, root: Path) -> None:
     for k, v in fig.items():
         print(f"{k:36s} {v}")

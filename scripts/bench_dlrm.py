@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import REPO, alternate, harness_run, offline_settings, prepare_tiny, report  # noqa: E402
+from bench_common import REPO, offline_settings, offline_vs_raw, prepare_tiny, report  # noqa: E402
 
 
 def settings_for(extra: list[str], real: bool):
@@ -77,16 +77,13 @@ def main() -> int:
     if not a.real:
         prepare_tiny(root, "dlrm_v2")
     extra = ([f"--backend={a.backend}"] if a.backend else []) + ([f"--gpu_batch_size={a.batch}"] if a.batch else [])
-    dur = int(a.seconds * 1000)
     s = settings_for(extra, a.real)
     fig = {
         "model": "real DLRM-DCNv2" if a.real else "tiny DLRM-DCNv2 (26 tables of 64-3614 rows, dim 16)",
         "backend": s.backend, "gpu_batch_size_queries": s.batch_size(),
         "threads": s.cpu_threads or len(os.sched_getaffinity(0)), "seconds": a.seconds,
-        **alternate(lambda: raw_loop(s, a.seconds),
-                    lambda qps, i: harness_run(settings_for([*extra, f"--min_duration={dur}", "--min_query_count=1",
-                                                             f"--offline_expected_qps={qps:.3f}"], a.real),
-                                               root / "logs" / f"offline-{i}"), a.repeats),
+        **offline_vs_raw(lambda x: settings_for(x, a.real), extra, lambda: raw_loop(s, a.seconds), a.seconds,
+                         a.repeats, root),
     }
     report(fig, root)
     return 0
