@@ -226,3 +226,18 @@ def private_scratch(tiny_env: dict, tmp_path: Path, subs: tuple[str, ...]) -> tu
     for sub in subs:
         shutil.copytree(src / sub, dst / sub)
     return {**tiny_env, "MLPERF_SCRATCH_PATH": str(dst), "MLPERF_BUILD_DIR": str(tmp_path / "build")}, dst
+
+
+def tensorrt_accuracy_run(env: dict, base: tuple[str, ...], log_dir: Path) -> dict:
+    """An Offline AccuracyOnly run with --backend=tensorrt (skipped with the reason where TensorRT cannot
+    run: no GPU build here); its metadata."""
+    from code.common.backends import backend_class
+
+    ok, why = backend_class("tensorrt").available()
+    if not ok:
+        pytest.skip(f"TensorRT needs a GPU build here: {why}")
+    r = run_main("--action=run_harness", *base, "--scenarios=Offline", "--backend=tensorrt", "--test_mode=AccuracyOnly",
+                 f"--log_dir={log_dir}", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [m] = metadata_under(log_dir)
+    return m

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import harness_runs, metadata_under, offline_samples, run_main
+from tests.conftest import harness_runs, metadata_under, offline_samples, run_main, tensorrt_accuracy_run
 
 BASE = ("--benchmarks=bert", "--model_variant=tiny")
 FEATURES = 245
@@ -182,15 +182,7 @@ def test_bert_pytorch_backend(tiny_bert, tmp_path):
 
 
 def test_bert_tensorrt_backend(tiny_bert, tmp_path):
-    from code.common.backends import backend_class
-
-    ok, why = backend_class("tensorrt").available()
-    if not ok:
-        pytest.skip(f"TensorRT needs a GPU build here: {why}")
-    r = run_main("--action=run_harness", *BASE, "--scenarios=Offline", "--backend=tensorrt", "--test_mode=AccuracyOnly",
-                 f"--log_dir={tmp_path}", env=tiny_bert)
-    assert r.returncode == 0, r.stdout + r.stderr
-    [m] = metadata_under(tmp_path)
+    m = tensorrt_accuracy_run(tiny_bert, BASE, tmp_path)
     assert set(m["engines"]) == {f"bert-s{L}" for L in (64, 128, 192, 256, 320, 384)}
     assert m["accuracy"]["metrics"]["F1"] >= 99.0
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, harness_runs, metadata_under, offline_samples, run_main
+from tests.conftest import REPO, harness_runs, metadata_under, offline_samples, run_main, tensorrt_accuracy_run
 
 BASE = ("--benchmarks=3d-unet", "--model_variant=tiny")
 CASES = 6
@@ -184,15 +184,7 @@ def test_unet3d_pytorch_backend(tiny_unet3d, tmp_path):
 
 
 def test_unet3d_tensorrt_backend(tiny_unet3d, tmp_path):
-    from code.common.backends import backend_class
-
-    ok, why = backend_class("tensorrt").available()
-    if not ok:
-        pytest.skip(f"TensorRT needs a GPU build here: {why}")
-    r = run_main("--action=run_harness", *BASE, "--scenarios=Offline", "--backend=tensorrt", "--test_mode=AccuracyOnly",
-                 f"--log_dir={tmp_path}", env=tiny_unet3d)
-    assert r.returncode == 0, r.stdout + r.stderr
-    [m] = metadata_under(tmp_path)
+    m = tensorrt_accuracy_run(tiny_unet3d, BASE, tmp_path)
     assert m["accuracy"]["metrics"]["DICE"] >= 0.999
 
 
