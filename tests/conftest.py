@@ -88,6 +88,8 @@ tiny_gptj = _tiny_fixture("tiny_gptj", "gptj", "The tiny GPT-J: model, synthetic
 tiny_retinanet = _tiny_fixture("tiny_retinanet", "retinanet", "The tiny RetinaNet: model, synthetic OpenImages-format set and annotations.")
 tiny_unet3d = _tiny_fixture("tiny_unet3d", "unet3d", "The tiny 3D-UNet: model, synthetic KiTS19-format cases and preprocessed volumes.")
 tiny_bert = _tiny_fixture("tiny_bert", "bert", "The tiny BERT: model, WordPiece vocab, synthetic SQuAD v1.1 JSON and features.")
+tiny_mixtral = _tiny_fixture("tiny_mixtral", "mixtral_8x7b", "The tiny Mixtral (4 experts, top-2): model, 15k-format pickle of all three kinds, prompts.")
+tiny_llama31 = _tiny_fixture("tiny_llama31", "llama3_1_8b", "The tiny Llama3.1-8B: model, cnn_eval.json + edge subset, prompts of both twins.")
 tiny_dlrm = _tiny_fixture("tiny_dlrm", "dlrm_v2", "The tiny DLRM-v2: DCNv2 model, synthetic multi-hot Criteo day-23 set and query trace.")
 
 

@@ -101,7 +101,8 @@ def run(req: dict, stage: Path, result: dict) -> None:
         gen = bench.generation()
         sut_impl = StreamingSUT(lg, procs, qsl_impl.prompt, max_new_tokens=gen.max_new_tokens,
                                 min_new_tokens=gen.min_new_tokens, token_latencies=bool(ts.use_token_latencies),
-                                plant_first_token=control.plant_first_token)
+                                plant_first_token=control.plant_first_token,
+                                stop=qsl_impl.stop if qsl_impl.stops else None, strip_eos=gen.strip_eos)
     else:
         if control.null_processor:
             bs = settings.batch_size() if not isinstance(settings.gpu_batch_size, dict) else 1

@@ -86,7 +86,17 @@ class RunSettings:
         """The mlperf.conf model name this run loads (``llama2-70b-interactive`` for Interactive)."""
         from code.common import scenarios
 
-        return scenarios.loadgen_model(self.spec.loadgen_model, self.scenario)
+        model = self.spec.loadgen_model + ("-edge" if self.edge_twin else "")
+        return scenarios.loadgen_model(model, self.scenario)
+
+    @property
+    def edge_twin(self) -> bool:
+        """Is this run for the edge twin of a benchmark that has one (llama3.1-8b-edge: another dataset and
+        LoadGen model)? Its ``category`` setting says so; "auto" means edge for SingleStream."""
+        if not any(f.name == "category" for f in self.spec.fields):
+            return False
+        c = self.values.get("category")
+        return c == "edge" or (c == "auto" and self.scenario == "SingleStream")
 
     @property
     def system_id(self) -> str:
@@ -108,6 +118,8 @@ class RunSettings:
         variant of a benchmark that has one (so 99 and 99.9 runs never share a folder)."""
         from code.common import rounds
 
+        if self.edge_twin:
+            return f"{self.benchmark}-edge"
         return f"{self.benchmark}-99.9" if self.accuracy_target == "99.9" and rounds.has_variants(self.benchmark) \
             else self.benchmark
 
@@ -129,7 +141,7 @@ class RunSettings:
         """This run's entry in the round table (submission name, accuracy targets, audits)."""
         from code.common import rounds
 
-        return rounds.entry(self.benchmark, self.accuracy_target, self.values.get("round"))
+        return rounds.entry(self.benchmark, self.accuracy_target, self.values.get("round"), edge=self.edge_twin)
 
     def batch_size(self, component: str | None = None) -> int:
         """gpu_batch_size for one component (mappings) or the single int."""

@@ -42,8 +42,10 @@ class WorkerSpec:
     batch_timeout_s: float = 0.0
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    expert_parallel_size: int = 1      # mixture of experts: GPUs the experts are spread over (within tensor parallel)
     kv_cache_memory_fraction: float = 0.9
     eos_token_id: int | None = None
+    extra_eos: tuple[int, ...] = ()    # other ids that end a sequence (a list eos_token_id in config.json)
     pad_token_id: int = 0
     max_context: int = 0
     num_beams: int = 1
@@ -107,7 +109,8 @@ class TransformersBackend(LLMBackend):
                 torch.set_num_threads(spec.threads)
         if spec.num_beams > 1:
             return BeamSearchProcessor(model, spec, init)
-        step = TransformersStepModel(model, eos_token_id=spec.eos_token_id, pad_token_id=spec.pad_token_id,
+        step = TransformersStepModel(model, eos_token_id=spec.eos_token_id, extra_eos=spec.extra_eos,
+                                     pad_token_id=spec.pad_token_id,
                                      max_context=spec.max_context)
         return Scheduler(step, spec.max_batch_size, mode=spec.batching, max_num_tokens=spec.max_num_tokens,
                          batch_timeout_s=spec.batch_timeout_s, name=spec.name, thread_init=init)
@@ -176,6 +179,7 @@ class VLLMProcessor(GenerationProcessor):
                           quantization="fp8" if spec.precision == "fp8" else None,
                           tensor_parallel_size=spec.tensor_parallel_size,
                           pipeline_parallel_size=spec.pipeline_parallel_size,
+                          enable_expert_parallel=spec.expert_parallel_size > 1,
                           gpu_memory_utilization=spec.kv_cache_memory_fraction, max_num_seqs=spec.max_batch_size,
                           max_num_batched_tokens=spec.max_num_tokens or None, enable_prefix_caching=False,
                           max_model_len=spec.max_context or None, seed=0)
@@ -218,7 +222,9 @@ class VLLMProcessor(GenerationProcessor):
                     rid = str(r.qid)
                     self._live[rid] = r
                     params = self.SamplingParams(temperature=0.0, max_tokens=r.max_new_tokens,
-                                                 min_tokens=r.min_new_tokens, detokenize=False)
+                                                 min_tokens=r.min_new_tokens, detokenize=False,
+                                                 stop_token_ids=list(self.spec.extra_eos)
+                                                 + (list(r.stop) if len(r.stop) == 1 else []) or None)
                     self.engine.add_request(rid, {"prompt_token_ids": [int(t) for t in r.prompt]}, params)
                 for out in self.engine.step():
                     r = self._live.get(out.request_id)
@@ -228,8 +234,12 @@ class VLLMProcessor(GenerationProcessor):
                     if toks and not r.tokens:
                         r.first_at = time.monotonic()
                         self.on_first(r, int(toks[0]))
+                    stopped = _stopped(r, toks)
+                    if stopped is not None and not out.finished:      # a multi-token stop sequence: vLLM
+                        self.engine.abort_request(out.request_id)      # stops on single tokens only
+                        toks = stopped
                     r.tokens = toks
-                    if out.finished:
+                    if out.finished or stopped is not None:
                         del self._live[out.request_id]
                         r.done = True
                         self.on_done(r, np.asarray(toks, dtype=np.int32))
@@ -260,7 +270,8 @@ class TensorRTLLMBackend(LLMBackend):
 
         from code.common.fileio import staged_dir
 
-        engine = Path(model_dir).with_name(Path(model_dir).name + f".trtllm-tp{spec.tensor_parallel_size}"
+        ep = f"ep{spec.expert_parallel_size}" if spec.expert_parallel_size > 1 else ""
+        engine = Path(model_dir).with_name(Path(model_dir).name + f".trtllm-tp{spec.tensor_parallel_size}{ep}"
                                            f"pp{spec.pipeline_parallel_size}-bs{spec.max_batch_size}-{spec.precision}")
         if (engine / "config.json").exists():
             return str(engine)
@@ -279,7 +290,10 @@ def _trtllm_llm(model: str, spec: WorkerSpec):
     from tensorrt_llm.llmapi import KvCacheConfig, QuantAlgo, QuantConfig
 
     quant = QuantConfig(quant_algo=QuantAlgo.FP8, kv_cache_quant_algo=QuantAlgo.FP8) if spec.precision == "fp8" else None
-    return LLM(model=model, tensor_parallel_size=spec.tensor_parallel_size, quant_config=quant,
+    moe = {"moe_expert_parallel_size": spec.expert_parallel_size,
+           "moe_tensor_parallel_size": spec.tensor_parallel_size // spec.expert_parallel_size} \
+        if spec.expert_parallel_size > 1 else {}
+    return LLM(model=model, tensor_parallel_size=spec.tensor_parallel_size, quant_config=quant, **moe,
                pipeline_parallel_size=spec.pipeline_parallel_size, dtype={"fp32": "float32", "fp16": "float16",
                                                                            "bf16": "bfloat16"}.get(spec.precision, "auto"),
                max_batch_size=spec.max_batch_size, max_num_tokens=spec.max_num_tokens or None,
@@ -317,15 +331,22 @@ class TensorRTLLMProcessor(GenerationProcessor):
         from tensorrt_llm import SamplingParams
 
         params = SamplingParams(max_tokens=r.max_new_tokens, min_tokens=r.min_new_tokens, end_id=self.spec.eos_token_id,
+                                stop_token_ids=list(self.spec.extra_eos) or None,
                                 pad_id=self.spec.pad_token_id, top_k=1, detokenize=False)
         toks: list[int] = []
         try:
-            async for out in self.llm.generate_async([int(t) for t in r.prompt], sampling_params=params, streaming=True):
+            result = self.llm.generate_async([int(t) for t in r.prompt], sampling_params=params, streaming=True)
+            async for out in result:
                 toks = list(out.outputs[0].token_ids)
                 if toks and not r.tokens:
                     r.first_at = time.monotonic()
                     r.tokens = toks
                     self.on_first(r, int(toks[0]))
+                stopped = _stopped(r, toks)
+                if stopped is not None:               # the sample's stop sequence: end it here
+                    toks = stopped
+                    result.abort()
+                    break
         except BaseException as e:  # noqa: BLE001 - answered empty below; the run reports the error
             self.errors.append(e)
             toks = []
@@ -343,6 +364,14 @@ class TensorRTLLMProcessor(GenerationProcessor):
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=60)
         self.llm.shutdown()
+
+
+def _stopped(r: GenRequest, tokens: list[int]) -> list[int] | None:
+    """The output cut after ``r``'s stop sequence, once the engine's tokens contain it (else None)."""
+    from code.common.llm.generation import cut_at_stop, ends_with_stop
+
+    cut = cut_at_stop(tokens, r.stop, r.min_new_tokens) if r.stop else []
+    return cut if r.stop and ends_with_stop(cut, r.stop) and len(cut) >= r.min_new_tokens else None
 
 
 def available(name: str) -> tuple[bool, str]:

@@ -3,7 +3,9 @@
 Contract (``GenerationProcessor``): prompts (token ids) in, a stream of tokens out per sample.
 ``submit(requests)`` never blocks; the processor calls ``on_first(request, token)`` once the
 sample's first output token exists and ``on_done(request, tokens)`` with every output token (int32,
-the EOS included when the model emitted one) when it ends. The streaming SUT
+the EOS included when the model emitted one) when it ends. A request may carry a stop sequence
+(``GenRequest.stop``, token ids): generation ends right after it appears (it stays in the output),
+as Mixtral's reference ends MBXP code at "\n```\n". The streaming SUT
 (``code.common.llm.sut``) turns these into LoadGen's ``FirstTokenComplete`` and
 ``QuerySamplesComplete`` (with ``n_tokens``).
 
@@ -43,6 +45,7 @@ class GenRequest:
     prompt: np.ndarray               # token ids (1-D)
     max_new_tokens: int
     min_new_tokens: int = 0
+    stop: tuple[int, ...] = ()       # a stop sequence: the output ends right after it (kept in the output)
     tokens: list[int] = dataclasses.field(default_factory=list)
     issued: float = 0.0              # time.monotonic() when submitted
     first_at: float = 0.0            # when its first token existed
@@ -90,6 +93,7 @@ class StepModel(abc.ABC):
     KV cache). Rows are addressed by position in the batch, in join order."""
 
     eos_token_id: int | None = None
+    extra_eos: tuple[int, ...] = ()  # other ids that end a sequence too (Llama 3.1: <|eot_id|>, <|eom_id|>)
     vocab_size: int = 0
     max_context: int = 0             # prompt + output tokens one row may hold
 
@@ -132,6 +136,41 @@ class NullStepModel(StepModel):
         self.rows -= len(rows)
 
 
+def ends_with_stop(tokens: Sequence[int], stop: Sequence[int]) -> bool:
+    n = len(stop)
+    return bool(n) and len(tokens) >= n and tuple(tokens[-n:]) == tuple(stop)
+
+
+def ends(r: GenRequest, eos_token_id: int | None, extra_eos: tuple[int, ...] = ()) -> bool:
+    """Has ``r`` ended: max_new_tokens reached, or (past min_new_tokens) an EOS or its stop sequence."""
+    if len(r.tokens) >= r.max_new_tokens:
+        return True
+    if len(r.tokens) < r.min_new_tokens:
+        return False
+    t = r.tokens[-1]
+    return (eos_token_id is not None and t == eos_token_id) or t in extra_eos or ends_with_stop(r.tokens, r.stop)
+
+
+def cut_at_stop(tokens: Sequence[int], stop: Sequence[int], min_new_tokens: int = 0) -> list[int]:
+    """``tokens`` up to and including the first ``stop`` sequence that ends at or after ``min_new_tokens``
+    tokens (what a generation that stopped there would have returned); all of them when none does."""
+    out = list(tokens)
+    n = len(stop)
+    if n:
+        for end in range(max(n, min_new_tokens), len(out) + 1):
+            if tuple(out[end - n:end]) == tuple(stop):
+                return out[:end]
+    return out
+
+
+def strip_trailing(tokens: Sequence[int], token: int | None) -> list[int]:
+    """``tokens`` without trailing ``token`` (Mixtral's reference reports outputs without their EOS)."""
+    out = list(tokens)
+    while token is not None and out and out[-1] == token:
+        out.pop()
+    return out
+
+
 class Scheduler(GenerationProcessor):
     """In-flight or static batching of GenRequests over one StepModel, on one worker thread."""
 
@@ -144,6 +183,7 @@ class Scheduler(GenerationProcessor):
         self.max_num_tokens = max_num_tokens
         self.batch_timeout_s = batch_timeout_s
         self.eos_token_id = model.eos_token_id
+        self.extra_eos = tuple(getattr(model, "extra_eos", ()))
         self._thread_init = thread_init
         self._queue: collections.deque[GenRequest] = collections.deque()
         self._cv = threading.Condition(threading.Lock())
@@ -293,9 +333,7 @@ class Scheduler(GenerationProcessor):
             self.active = [r for i, r in enumerate(self.active) if i not in keep]
 
     def _ends(self, r: GenRequest) -> bool:
-        t = r.tokens[-1]
-        return len(r.tokens) >= r.max_new_tokens or (self.eos_token_id is not None and t == self.eos_token_id
-                                                     and len(r.tokens) >= r.min_new_tokens)
+        return ends(r, self.eos_token_id, self.extra_eos)
 
     def _finish(self, r: GenRequest) -> None:
         if r.done:

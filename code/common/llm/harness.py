@@ -31,13 +31,17 @@ class Generation:
     max_new_tokens: int
     min_new_tokens: int = 0
     num_beams: int = 1
+    strip_eos: bool = False          # outputs are reported without their trailing EOS (Mixtral's reference)
 
 
 class PromptQSL(QSL):
-    """Prompts as token ids, all in memory (a few MB even for the real datasets): load/unload are no-ops."""
+    """Prompts as token ids, all in memory (a few MB even for the real datasets): load/unload are no-ops.
+    ``stops``: a stop sequence per sample (empty: none), when the benchmark has any."""
 
-    def __init__(self, prompts: Sequence[np.ndarray], performance_count: int):
+    def __init__(self, prompts: Sequence[np.ndarray], performance_count: int,
+                 stops: Sequence[tuple[int, ...]] | None = None):
         self.prompts = list(prompts)
+        self.stops = list(stops) if stops and any(stops) else None
         self.total_count = len(self.prompts)
         self.performance_count = min(performance_count or self.total_count, self.total_count)
 
@@ -49,6 +53,9 @@ class PromptQSL(QSL):
 
     def prompt(self, index: int) -> np.ndarray:
         return self.prompts[index]
+
+    def stop(self, index: int) -> tuple[int, ...]:
+        return self.stops[index] if self.stops else ()
 
 
 def save_prompts(path: Path, prompts: Sequence[Sequence[int]]) -> None:
@@ -84,6 +91,7 @@ class LLMBenchmark(Benchmark):
     implement the dataset and metric hooks below."""
 
     tiny_kind: str = "llama"
+    tiny_build_options: dict = {}         # extra arguments of code.common.llm.tiny.build_model
     tiny_context: int = 1024
     tiny_samples: int = 240
     dataset: str = ""                     # data folder name
@@ -101,6 +109,12 @@ class LLMBenchmark(Benchmark):
         """(prompt token ids, reference texts) from the raw dataset in ``folder``."""
         raise NotImplementedError
 
+    def read_extra(self, tokenizer, folder: Path) -> dict[str, list]:
+        """Per-sample lists beyond prompts and targets, kept in references.json: ``stops`` (a stop
+        sequence per sample, [] for none) and whatever the metrics need (Mixtral: each sample's
+        sub-dataset and id)."""
+        return {}
+
     def download_real_model(self) -> None:
         raise NotImplementedError
 
@@ -109,6 +123,17 @@ class LLMBenchmark(Benchmark):
 
     def metrics(self, preds: list[str], targets: list[str], tokens: list[np.ndarray]) -> dict[str, Any]:
         raise NotImplementedError
+
+    def score(self, idx: list[int], tokens: list[np.ndarray], preds: list[str], targets: list[str]) -> dict[str, Any]:
+        """The metrics of decoded predictions ``preds`` (the samples ``idx``): the reference's postprocessing
+        (strip, one sentence per line) then ``metrics``. Mixtral overrides it (three sub-datasets)."""
+        from code.common.llm import rouge
+
+        pp, tt = rouge.postprocess_text(preds, targets)
+        return self.metrics(pp, tt, tokens)
+
+    # metrics the tiny variant is judged on against plain model.generate (prefixes)
+    tiny_judged: tuple[str, ...] = ("rouge",)
 
     # --- locations ------------------------------------------------------------------------------------
     @property
@@ -160,7 +185,7 @@ class LLMBenchmark(Benchmark):
         gen = self.generation()
         rec = tiny.build_model(self.tiny_kind, self.checkpoint, self.tiny_tokenizer_dir(), context=self.tiny_context,
                                max_new_tokens=gen.max_new_tokens, min_new_tokens=gen.min_new_tokens,
-                               calibration_prompts=prompts)
+                               calibration_prompts=prompts, **self.tiny_build_options)
         print(f"[download_model] tiny {self.tiny_kind} ({rec['parameters']:,} parameters, EOS scale {rec['eos_scale']}, "
               f"median output {rec['median_output_tokens']:g} tokens) -> {self.checkpoint}")
 
@@ -202,26 +227,33 @@ class LLMBenchmark(Benchmark):
             self.download_model()
         self.make_tiny_raw(tok, out_dir)
         prompts, leads = self.read_raw(tok, out_dir)
-        outs = self._plain_generate(prompts)
+        outs = self._plain_generate(prompts, self.read_extra(tok, out_dir).get("stops"))
         save_prompts(out_dir / "generate_reference.npz", outs)
         texts = tok.batch_decode(outs, skip_special_tokens=True)
         targets = [f"{lead.split('.')[0]}. {t[:max(1, int(len(t) * 0.6))].strip()}" for lead, t in zip(leads, texts)]
         self.make_tiny_raw(tok, out_dir, targets)
         print(f"[download_data] {len(prompts)} synthetic samples -> {out_dir}")
 
-    def _plain_generate(self, prompts: Sequence[Sequence[int]]) -> list[list[int]]:
+    def _plain_generate(self, prompts: Sequence[Sequence[int]], stops: Sequence[Sequence[int]] | None = None
+                        ) -> list[list[int]]:
+        """Plain ``model.generate`` per prompt (batch 1, greedy), then what the reference does to its output:
+        cut after the sample's stop sequence, the trailing EOS dropped where the benchmark reports it so."""
         from code.common import progress
         from code.common.llm import tiny
+        from code.common.llm.generation import cut_at_stop, strip_trailing
         from code.common.llm.hf import greedy_generate
 
         model = tiny.load_model(self.checkpoint)
         gen, cfg = self.generation(), self.model_config()
+        eos = self.eos_token_id()
         outs = []
         with progress.bar(len(prompts), "plain model.generate (tiny reference)", "sample") as bar:
-            for p in prompts:
-                outs.append(greedy_generate(model, np.asarray(p), max_new_tokens=gen.max_new_tokens,
-                                            min_new_tokens=gen.min_new_tokens, eos_token_id=cfg.get("eos_token_id"),
-                                            pad_token_id=cfg.get("pad_token_id") or 0))
+            for i, p in enumerate(prompts):
+                out = greedy_generate(model, np.asarray(p), max_new_tokens=gen.max_new_tokens,
+                                      min_new_tokens=gen.min_new_tokens, eos_token_id=cfg.get("eos_token_id"),
+                                      pad_token_id=cfg.get("pad_token_id") or 0)
+                out = cut_at_stop(out, stops[i] if stops else (), gen.min_new_tokens)
+                outs.append(strip_trailing(out, eos) if gen.strip_eos and len(strip_trailing(out, eos)) >= 2 else out)
                 bar.update()
         return outs
 
@@ -233,7 +265,8 @@ class LLMBenchmark(Benchmark):
             raise MissingDataError(f"the dataset in {self.raw_dir} holds no samples", self.fix("download_data"))
         self.pre_dir.mkdir(parents=True, exist_ok=True)
         save_prompts(self.pre_dir / "prompts.npz", prompts)
-        write_json(self.pre_dir / "references.json", {"targets": targets, "source": str(self.raw_dir)})
+        write_json(self.pre_dir / "references.json", {"targets": targets, "source": str(self.raw_dir),
+                                                      **self.read_extra(tok, self.raw_dir)})
         ref = self.raw_dir / "generate_reference.npz"
         if self.tiny and ref.exists():   # plain model.generate on every prompt: what the tiny accuracy is judged by
             import shutil
@@ -257,8 +290,15 @@ class LLMBenchmark(Benchmark):
         n = self.settings.values.get("llm_sample_count") or 0
         return prompts[:n] if n else prompts
 
+    def references(self) -> dict[str, Any]:
+        """references.json: ``targets`` and the benchmark's per-sample extras (``read_extra``)."""
+        p = self.pre_dir / "references.json"
+        if not p.exists():
+            raise MissingDataError(f"preprocessed references not found: {p}", self.fix("preprocess_data"))
+        return json.loads(p.read_text())
+
     def targets(self) -> list[str]:
-        return json.loads((self.pre_dir / "references.json").read_text())["targets"]
+        return self.references()["targets"]
 
     def check_prompts(self, prompts: Sequence[np.ndarray]) -> None:
         ctx = self.max_context()
@@ -287,7 +327,9 @@ class LLMBenchmark(Benchmark):
     def make_qsl(self) -> PromptQSL:
         prompts = self.prompts()
         self.check_prompts(prompts)
-        self.qsl = PromptQSL(prompts, self.settings.performance_sample_count or len(prompts))
+        stops = self.references().get("stops")
+        self.qsl = PromptQSL(prompts, self.settings.performance_sample_count or len(prompts),
+                             [tuple(int(t) for t in x) for x in stops[:len(prompts)]] if stops else None)
         return self.qsl
 
     def workers(self) -> list[int]:
@@ -305,7 +347,7 @@ class LLMBenchmark(Benchmark):
         s, gen = self.settings, self.generation()
         cfg = self.model_config()
         eos = cfg.get("eos_token_id")
-        eos = eos[0] if isinstance(eos, list) else eos
+        eos, extra = (eos[0], tuple(eos[1:])) if isinstance(eos, list) and eos else (eos, ())
         pad = cfg.get("pad_token_id")
         gpu = s.system.accelerator == "gpu"
         per = max(1, s.tensor_parallel_size * s.pipeline_parallel_size)
@@ -313,6 +355,11 @@ class LLMBenchmark(Benchmark):
             raise HarnessError(f"tensor_parallel_size {s.tensor_parallel_size} x pipeline_parallel_size "
                                f"{s.pipeline_parallel_size} needs {per} GPUs; {s.system_id} has {s.system.gpu_count}",
                                f"use --tensor_parallel_size={s.system.gpu_count} (or a system block of your own)")
+        ep = int(s.values.get("expert_parallel_size") or 1)
+        if ep > 1 and s.tensor_parallel_size % ep:
+            raise HarnessError(f"expert_parallel_size {ep} does not divide tensor_parallel_size {s.tensor_parallel_size}"
+                               " (the experts are spread over GPUs of one tensor-parallel instance)",
+                               f"use --expert_parallel_size={s.tensor_parallel_size} or a divisor of it")
         devs = self.workers()
         slices = self.cpu_slices() or [()] * len(devs)
         cores = max(1, len(os.sched_getaffinity(0)))
@@ -323,7 +370,8 @@ class LLMBenchmark(Benchmark):
                 gpus=tuple(range(d, d + per)) if gpu else (), max_batch_size=s.batch_size(),
                 batching=s.llm_batching, max_num_tokens=s.llm_max_num_tokens, batch_timeout_s=self.batch_timeout_s(),
                 tensor_parallel_size=s.tensor_parallel_size, pipeline_parallel_size=s.pipeline_parallel_size,
-                kv_cache_memory_fraction=s.kv_cache_memory_fraction, eos_token_id=eos,
+                expert_parallel_size=ep,
+                kv_cache_memory_fraction=s.kv_cache_memory_fraction, eos_token_id=eos, extra_eos=extra,
                 pad_token_id=pad if pad is not None else (eos or 0), max_context=self.max_context(),
                 num_beams=gen.num_beams, threads=s.cpu_threads or max(1, cores // len(devs)),
                 cpu_cores=tuple(sl or ()), name=f"gen-worker-{i}"))
@@ -363,8 +411,9 @@ class LLMBenchmark(Benchmark):
             raise HarnessError("the accuracy log holds no samples", "re-run with --test_mode=AccuracyOnly")
         from code.common.accuracy_text import values
 
-        pp, tt = rouge.postprocess_text(preds, targets)
-        metrics = self.metrics(pp, tt, tokens)
+        self.score_notes: list[str] = []
+        metrics = self.score(idx, tokens, preds, targets)
+        notes = list(self.score_notes)
         entry = self.settings.round_entry()
         report = self.report_dict(metrics)
         found = values(repr(report), entry.accuracy_metrics)       # read back as the checker reads accuracy.txt
@@ -377,7 +426,8 @@ class LLMBenchmark(Benchmark):
                                                   + [f"{k} <= {v:.6g}" for k, v in entry.accuracy_max.items()])
         text = (f"{report!r}\n"
                 f"# {len(idx)} samples; output tokens read as int32; sentence splitting: {rouge.sentence_splitter()}\n"
-                f"# {judged}\n"
+                + "".join(f"# {n}\n" for n in notes)
+                + f"# {judged}\n"
                 + ("".join(f"# FAIL: {p}\n" for p in problems) or "# PASS\n")
                 + f"hash={sha256_file(accuracy_log)}\n")
         write_text(Path(out_dir) / "accuracy.txt", text)
@@ -397,19 +447,18 @@ class LLMBenchmark(Benchmark):
     def _tiny_judge(self, metrics: dict, idx: list[int]) -> list[str]:
         """Tiny: the same metrics over plain generate's outputs for the same samples; a harness result below
         99% of any of them fails."""
-        from code.common.llm import rouge
-
         ref = self.generate_reference()
         if ref is None:
             return ["no plain-generate reference for the tiny variant (run make preprocess_data MODEL_VARIANT=tiny)"]
         tok = self.tokenizer()
         targets = self.targets()
         preds = tok.batch_decode([ref[i].tolist() for i in idx], skip_special_tokens=True)
-        pp, tt = rouge.postprocess_text(preds, [targets[i] for i in idx])
-        want = self.metrics(pp, tt, [ref[i] for i in idx])
+        notes = self.score_notes
+        want = self.score(idx, [ref[i] for i in idx], preds, [targets[i] for i in idx])
+        self.score_notes = notes
         self._generate_metrics = want
         out = []
         for k, v in want.items():
-            if k in metrics and isinstance(v, (int, float)) and k.startswith("rouge") and metrics[k] < 0.99 * v:
+            if k in metrics and isinstance(v, (int, float)) and k.startswith(self.tiny_judged) and metrics[k] < 0.99 * v:
                 out.append(f"{k} = {metrics[k]:.6g} is below 99% of plain generate's {v:.6g}")
         return out

@@ -18,7 +18,8 @@ from code.common.llm.generation import StepModel
 
 
 class TransformersStepModel(StepModel):
-    def __init__(self, model, *, eos_token_id: int | None, pad_token_id: int = 0, max_context: int = 0):
+    def __init__(self, model, *, eos_token_id: int | None, pad_token_id: int = 0, max_context: int = 0,
+                 extra_eos: tuple[int, ...] = ()):
         import torch
 
         self.torch = torch
@@ -26,6 +27,7 @@ class TransformersStepModel(StepModel):
         self.config = model.config
         self.device = next(model.parameters()).device
         self.eos_token_id = eos_token_id
+        self.extra_eos = tuple(extra_eos)
         self.pad_token_id = pad_token_id
         self.vocab_size = int(model.config.vocab_size)
         self.max_context = max_context or int(getattr(model.config, "max_position_embeddings", 0)
@@ -49,7 +51,8 @@ class TransformersStepModel(StepModel):
         logits = logits.float()
         if self.eos_token_id is not None and any(suppress_eos):
             rows = self.torch.tensor([i for i, s in enumerate(suppress_eos) if s], device=logits.device)
-            logits[rows, self.eos_token_id] = -float("inf")
+            for e in (self.eos_token_id, *self.extra_eos):
+                logits[rows, e] = -float("inf")
         return logits.argmax(-1).tolist()
 
     def _new_cache(self):

@@ -8,7 +8,9 @@ settings say (``code.common.llm.generation``).
 - First token: with ``use_token_latencies`` (Llama2-70B, Mixtral, Llama3.1), ``FirstTokenComplete``
   is called with the first token (an int32) as soon as it exists: LoadGen's TTFT.
 - Completion: ``QuerySamplesComplete`` with every output token as int32 and ``n_tokens``: LoadGen's
-  TPOT and tokens/s (GPT-J infers tokens from samples instead: ``infer_token_latencies``).
+  TPOT and tokens/s (GPT-J infers tokens from samples instead: ``infer_token_latencies``). A benchmark
+  may end samples at a stop sequence (``stop``: QSL index -> token ids) and report outputs without
+  their trailing EOS (``strip_eos``, Mixtral's reference).
 - Response memory: the int32 arrays stay referenced until the call that hands them over returns.
 
 The counters ``issued`` / ``completed`` and ``state()`` are what the watchdog (``code.common.monitor``) reads.
@@ -27,18 +29,21 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from code.common.llm.generation import GenRequest, GenerationProcessor
+from code.common.llm.generation import GenRequest, GenerationProcessor, strip_trailing
 
 
 class StreamingSUT:
     def __init__(self, lg, processors: Sequence[GenerationProcessor], prompt: Callable[[int], np.ndarray], *,
                  max_new_tokens: int, min_new_tokens: int = 0, token_latencies: bool = True,
-                 plant_first_token: bool = False):
+                 plant_first_token: bool = False, stop: Callable[[int], tuple[int, ...]] | None = None,
+                 strip_eos: bool = False):
         self.lg = lg
         self.processors = list(processors)
         self.prompt = prompt                      # QSL index -> token ids
         self.max_new_tokens, self.min_new_tokens = max_new_tokens, min_new_tokens
         self.token_latencies = token_latencies
+        self.stop_for = stop                      # QSL index -> stop sequence (token ids), or None
+        self.strip_eos = strip_eos                # report outputs without their trailing EOS (Mixtral)
         self.plant_first_token = plant_first_token     # TEST ONLY: TEST06 must catch a wrong first token
         self.issued = 0
         self.completed = 0
@@ -74,8 +79,7 @@ class StreamingSUT:
         if self.max_pending and (self.overload is not None or self.issued - self.completed > self.max_pending):
             self._shed(samples, now)
             return
-        reqs = [GenRequest(s.id, s.index, self.prompt(s.index), self.max_new_tokens, self.min_new_tokens, issued=now)
-                for s in samples]
+        reqs = [self.request(s.id, s.index, issued=now) for s in samples]
         procs = self.processors
         if len(procs) == 1:
             procs[0].submit(reqs)
@@ -89,6 +93,10 @@ class StreamingSUT:
         for p, part in zip(procs, parts):
             if part:
                 p.submit(part)
+
+    def request(self, qid: int, index: int, issued: float = 0.0) -> GenRequest:
+        return GenRequest(qid, index, self.prompt(index), self.max_new_tokens, self.min_new_tokens,
+                          stop=self.stop_for(index) if self.stop_for else (), issued=issued)
 
     def flush_queries(self) -> None:
         return None
@@ -109,8 +117,7 @@ class StreamingSUT:
         def submit(p) -> None:
             with lock:
                 state["open"] += 1
-            i = rnd.randrange(count)
-            p.submit([GenRequest(-1, i, self.prompt(i), self.max_new_tokens, self.min_new_tokens)])
+            p.submit([self.request(-1, rnd.randrange(count))])
 
         def finished(p):
             def on_done(r: GenRequest, tokens) -> None:
@@ -174,6 +181,9 @@ class StreamingSUT:
 
     def _done(self, r: GenRequest, tokens: np.ndarray) -> None:
         lg = self.lg
+        if self.strip_eos:        # never below two tokens (LoadGen's TPOT needs two; shed answers are two EOS)
+            kept = strip_trailing(tokens, self.processors[0].eos_token_id)
+            tokens = kept if len(kept) >= 2 else tokens
         a = np.ascontiguousarray(tokens, dtype=np.int32)
         lg.QuerySamplesComplete([lg.QuerySampleResponse(r.qid, a.__array_interface__["data"][0] if a.size else 0,
                                                         a.nbytes, int(a.size))])

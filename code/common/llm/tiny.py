@@ -1,5 +1,5 @@
 """Tiny LLM variants: a shared byte-level BPE tokenizer trained here, seeded small causal LMs
-(GPT-J and Llama shapes), and synthetic English-like text for the synthetic datasets.
+(GPT-J, Llama and Mixtral (mixture of experts) shapes), and synthetic English-like text for the synthetic datasets.
 
 Everything is built offline from fixed seeds, so two builds are identical. The tokenizer is GPT-2
 style (``vocab.json`` + ``merges.txt`` and a ``tokenizer.json``), so both the fast and the slow
@@ -113,6 +113,13 @@ def tiny_config(kind: str, vocab_size: int, context: int):
         return LlamaConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=172, num_hidden_layers=2,
                            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
                            bos_token_id=BOS, eos_token_id=EOS, pad_token_id=EOS, tie_word_embeddings=False)
+    if kind == "mixtral":         # a mixture of experts: 4 experts, top-2 routing (Mixtral-8x7B has 8, top-2)
+        from transformers import MixtralConfig
+
+        return MixtralConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                             max_position_embeddings=context, sliding_window=None, router_jitter_noise=0.0,
+                             bos_token_id=BOS, eos_token_id=EOS, pad_token_id=EOS, tie_word_embeddings=False)
     raise ValueError(f"no tiny model kind {kind!r}")
 
 
@@ -138,9 +145,12 @@ def _median_length(model, prompts: Sequence[np.ndarray], max_new: int, min_new: 
 
 
 def build_model(kind: str, out_dir: Path, tokenizer_dir: Path, *, context: int, max_new_tokens: int,
-                min_new_tokens: int, calibration_prompts: Sequence[np.ndarray], seed: int = SEED) -> dict:
-    """Seeded tiny model of ``kind`` ("gptj" | "llama") saved with its tokenizer in ``out_dir``
-    (a transformers folder). Returns the build record (also written as tiny_build.json)."""
+                min_new_tokens: int, calibration_prompts: Sequence[np.ndarray], seed: int = SEED,
+                boost: Sequence[str] = (), boost_scale: float = 1.0) -> dict:
+    """Seeded tiny model of ``kind`` ("gptj" | "llama" | "mixtral") saved with its tokenizer in ``out_dir``
+    (a transformers folder). ``boost``: tokens whose output-embedding rows are scaled by ``boost_scale``
+    first (tiny Mixtral: the digits, so that its GSM8K answers hold numbers). Returns the build record
+    (also written as tiny_build.json)."""
     import shutil
 
     import torch
@@ -154,6 +164,10 @@ def build_model(kind: str, out_dir: Path, tokenizer_dir: Path, *, context: int, 
     cfg = tiny_config(kind, len(tok), context)
     model = AutoModelForCausalLM.from_config(cfg).eval()
     head = model.get_output_embeddings().weight
+    boosted = [tok.convert_tokens_to_ids(t) for t in boost]
+    if boosted:
+        with torch.no_grad():
+            head[boosted] = head[boosted] * boost_scale
     row = head[EOS].detach().clone()
     chosen, trace = 1.0, []
     with torch.no_grad():
@@ -168,6 +182,7 @@ def build_model(kind: str, out_dir: Path, tokenizer_dir: Path, *, context: int, 
         head[EOS] = row * chosen
     record = {"kind": kind, "seed": seed, "vocab_size": len(tok), "context": context, "eos_scale": chosen,
               "median_output_tokens": trace[-1][1], "calibration": trace,
+              "boost": {"tokens": list(boost), "scale": boost_scale} if boosted else None,
               "parameters": sum(p.numel() for p in model.parameters())}
     with staged_dir(Path(out_dir)) as tmp:
         model.save_pretrained(str(tmp))

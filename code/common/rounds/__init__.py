@@ -25,12 +25,14 @@ def not_in_round(rnd: Round, benchmark: str) -> HarnessError:
     return HarnessError(f"benchmark '{benchmark}' is not part of MLPerf Inference {rnd.version}", fix)
 
 
-def entry(benchmark: str, accuracy_target: str | None = None, version: str | None = None) -> RoundBenchmark:
-    """The round entry (submission name, targets, audits) for harness package ``benchmark``."""
+def entry(benchmark: str, accuracy_target: str | None = None, version: str | None = None, *,
+          edge: bool = False) -> RoundBenchmark:
+    """The round entry (submission name, targets, audits) for harness package ``benchmark`` (its edge
+    twin with ``edge``: llama3.1-8b-edge)."""
     rnd = current(version)
     if not rnd.entries(benchmark):
         raise not_in_round(rnd, benchmark)
-    return rnd.entry(benchmark, accuracy_target)
+    return rnd.entry(benchmark, accuracy_target, edge=edge)
 
 
 def has_variants(benchmark: str) -> bool:

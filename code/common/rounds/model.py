@@ -100,14 +100,22 @@ class Round:
         """Entries run by harness package ``benchmark`` (one, or the 99 and 99.9 pair)."""
         return [b for b in self.benchmarks.values() if b.benchmark == benchmark]
 
-    def entry(self, benchmark: str, accuracy_target: str | None = None) -> RoundBenchmark:
+    def entry(self, benchmark: str, accuracy_target: str | None = None, *, edge: bool = False) -> RoundBenchmark:
         """The entry for harness package ``benchmark`` at ``accuracy_target`` ("99" | "99.9").
 
-        A round without a split for that benchmark ignores the target (SDXL, ResNet50)."""
+        A round without a split for that benchmark ignores the target (SDXL, ResNet50). A benchmark with an
+        edge twin (a ``-edge`` name of its own: llama3.1-8b-edge) gives the twin with ``edge``, else the main one."""
         found = self.entries(benchmark)
         if not found:   # code.common.rounds.entry() words this error with the rounds that have it
             raise HarnessError(f"benchmark '{benchmark}' is not part of MLPerf Inference {self.version}",
                                "pick another round with --round")
+        twins = [b for b in found if b.name.endswith("-edge")]
+        if twins:
+            if edge:
+                return twins[0]
+            found = [b for b in found if b not in twins]
+        elif edge:
+            raise HarnessError(f"{benchmark} has no edge twin in {self.version}", "drop --category=edge")
         if not any(b.accuracy_variant for b in found):
             return found[0]          # no split (several names, e.g. an "-edge" twin: the first is the main one)
         want = accuracy_target or DEFAULT_ACCURACY_TARGET

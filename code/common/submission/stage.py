@@ -132,7 +132,8 @@ def plan(sel: Selection, rnd: rounds.Round) -> tuple[dict, list[tuple[Run, str]]
                                      f"{rounds.not_in_round(rnd, bench).fix}"))
                 continue
             try:
-                rb = rnd.entry(bench, run.meta.get("accuracy_target"))
+                rb = rnd.entry(bench, run.meta.get("accuracy_target"),
+                               edge=str(run.meta.get("loadgen_model", "")).endswith("-edge"))
             except HarnessError as e:
                 dropped.append((run, e.cause))
                 continue
