@@ -1,4 +1,5 @@
-"""LLM serving benchmark on the tiny Llama2-70B stand-in (transformers backend, CPU). Prints figures;
+"""LLM serving benchmark on a tiny LLM (the Llama2-70B stand-in by default; ``--benchmark`` picks
+Mixtral-8x7B's mixture of experts or Llama3.1-8B), transformers backend, CPU. Prints figures;
 asserts nothing.
 
   (a) null generation (tokens without compute), Offline: the harness's own ceiling in tokens/s and
@@ -9,7 +10,8 @@ asserts nothing.
       TTFT/TPOT early-stopping estimates can pass), and the ratio (goal >= 1.5x for in-flight)
   (d) TTFT / TPOT p99 at each mode's highest VALID QPS
 
-usage: python scripts/bench_llm.py [--batch 16] [--queries 460] [--skip-server]
+usage: python scripts/bench_llm.py [--benchmark llama2_70b|mixtral_8x7b|llama3_1_8b] [--batch 16]
+                                  [--queries 460] [--skip-server]
 """
 from __future__ import annotations
 
@@ -24,7 +26,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-LLAMA = ("--benchmarks=llama2_70b", "--model_variant=tiny")
+BENCHMARKS = {"llama2_70b": ("--benchmarks=llama2_70b", "--model_variant=tiny"),
+              "mixtral_8x7b": ("--benchmarks=mixtral_8x7b", "--model_variant=tiny", "--round=v6.0"),
+              "llama3_1_8b": ("--benchmarks=llama3_1_8b", "--model_variant=tiny")}
+LLAMA = BENCHMARKS["llama2_70b"]           # main() rebinds it to --benchmark's arguments
 
 
 def main_cli(env: dict, *args: str) -> dict | None:
@@ -70,7 +75,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--queries", type=int, default=460)
     ap.add_argument("--skip-server", action="store_true")
+    ap.add_argument("--benchmark", choices=sorted(BENCHMARKS), default="llama2_70b")
     a = ap.parse_args()
+    global LLAMA
+    LLAMA = BENCHMARKS[a.benchmark]
     root = Path(tempfile.mkdtemp(prefix="bench-llm-"))
     env = {**os.environ, "MLPERF_BUILD_DIR": str(root / "build"), "MLPERF_SCRATCH_PATH": str(root / "scratch"),
            "PYTHONUNBUFFERED": "1"}
@@ -87,14 +95,15 @@ def main() -> None:
     m = run_one(s, RunControl(null_processor=True), Path(tempfile.mkdtemp(dir=env["MLPERF_BUILD_DIR"])) / "null", {})
     r = m["results"]
     print(f"(a) null generation, Offline, batch 512: {r['result_tokens_per_second']:,.0f} tokens/s, "
-          f"{r['result_samples_per_second']:,.0f} first-token events/s (one per sample; 48 tokens each)")
+          f"{r['result_samples_per_second']:,.0f} first-token events/s (one per sample; max_new_tokens each)")
 
     rates = {}
     for mode in ("inflight", "static"):
-        m = offline(env, 480, f"--llm_batching={mode}", f"--gpu_batch_size={a.batch}")
+        m = offline(env, 480 if a.benchmark == "llama2_70b" else 360, f"--llm_batching={mode}",
+                    f"--gpu_batch_size={a.batch}")
         rates[mode] = m
         g = m["generation"]["workers"][0]
-        print(f"(b) tiny Llama Offline {mode:8s} batch {a.batch}: {m['tokens']['tokens_per_second']:.1f} tokens/s, "
+        print(f"(b) tiny {a.benchmark} Offline {mode:8s} batch {a.batch}: {m['tokens']['tokens_per_second']:.1f} tokens/s, "
               f"{m['metric_value']:.1f} samples/s, mean rows per step {g['mean_rows_per_step']}, "
               f"rows idle in finished slots {g['idle_row_steps']} of {g['row_steps']}")
     if a.skip_server:

@@ -28,7 +28,7 @@ def mixtral(tiny_mixtral, tmp_path_factory):
     root = tmp_path_factory.mktemp("mixtral_runs")
     run_main("--action=run_harness", *MIXTRAL, "--scenarios=Offline", "--test_mode=AccuracyOnly", "--gpu_batch_size=1",
              f"--log_dir={root / 'acc'}", env=tiny_mixtral, check=True)
-    run_main("--action=run_harness", *MIXTRAL, "--scenarios=Offline", *offline_samples(90), f"--log_dir={root / 'perf'}",
+    run_main("--action=run_harness", *MIXTRAL, "--scenarios=Offline", *offline_samples(60), f"--log_dir={root / 'perf'}",
              env=tiny_mixtral, check=True)
     return {"root": root, "env": tiny_mixtral, "acc": one(root / "acc"), "perf": one(root / "perf")}
 
@@ -37,7 +37,7 @@ def test_mixtral_batch1_is_token_identical_to_generate_with_every_submetric(mixt
     ref = generate_reference(mixtral["env"], "mixtral_8x7b")
     m = mixtral["acc"]
     got = tokens_of(m["log_dir"])
-    assert len(got) == len(ref) == 90 and all(got[i] == ref[i] for i in range(90))
+    assert len(got) == len(ref) == 60 and all(got[i] == ref[i] for i in range(60))
     acc = m["accuracy"]
     assert acc["passed"], acc["text"]
     four_digits(acc["metrics"], acc["generate_metrics"], ("rouge1", "rouge2", "rougeL", "rougeLsum", "gsm8k", "mbxp",
@@ -48,7 +48,7 @@ def test_mixtral_batch1_is_token_identical_to_generate_with_every_submetric(mixt
                        / "references.json").read_text())
     assert not any(t[-1] == 2 for t in got.values())
     stopped = [i for i, k in enumerate(refs["dataset"]) if k == "MBXP" and got[i][-2:] == refs["stops"][i]]
-    assert len(stopped) >= 5, "the tiny MBXP stop sequence should end several samples"
+    assert len(stopped) >= 4, "the tiny MBXP stop sequence should end several samples"
     text = (Path(m["log_dir"]) / "accuracy.txt").read_text()
     assert text.startswith("{'rouge1': ") and "'gsm8k': " in text and "'mbxp': " in text
     assert "# GSM8K: " in text and "# MBXP: scored " in text and "containment: " in text
@@ -97,7 +97,7 @@ def test_llama31_batch1_is_token_identical_to_generate(llama31):
     ref = generate_reference(llama31["env"], "llama3_1_8b")
     m = llama31["acc"]
     got = tokens_of(m["log_dir"])
-    assert len(got) == len(ref) == 60 and all(got[i] == ref[i] for i in range(60))
+    assert len(got) == len(ref) == 40 and all(got[i] == ref[i] for i in range(40))
     acc = m["accuracy"]
     assert acc["passed"], acc["text"]
     four_digits(acc["metrics"], acc["generate_metrics"], ("rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len", "gen_num"))
@@ -106,7 +106,7 @@ def test_llama31_batch1_is_token_identical_to_generate(llama31):
 
 
 def test_llama31_edge_twin_single_stream_and_offline(llama31):
-    """SingleStream is the edge twin: the edge LoadGen model, the 30-sample edge subset, its own log folder;
+    """SingleStream is the edge twin: the edge LoadGen model, the 20-sample edge subset, its own log folder;
     --category=edge moves Offline there too."""
     env, root = llama31["env"], llama31["root"]
     run_main("--action=run_harness", *LLAMA31, "--scenarios=SingleStream", "--min_query_count=24", "--min_duration=500",
@@ -115,10 +115,15 @@ def test_llama31_edge_twin_single_stream_and_offline(llama31):
     assert ss["loadgen_model"] == "llama3_1-8b-edge" and ss["log_name"] == "llama3_1_8b-edge", ss["loadgen_model"]
     assert ss["valid"] or any("early stopping" in w for w in ss["invalid_reasons"]), ss["invalid_reasons"]
     assert ss["tokens"]["result_field"] == "result_90.00_percentile_latency_ns"
-    run_main("--action=run_harness", *LLAMA31, "--scenarios=Offline", "--category=edge", "--test_mode=AccuracyOnly",
-             f"--log_dir={root / 'edge_acc'}", env=env, check=True)
-    ea = one(root / "edge_acc")
-    assert ea["loadgen_model"] == "llama3_1-8b-edge" and ea["accuracy"]["samples"] == 30 and ea["accuracy"]["passed"]
+    from code.common.benchmarks import implementation
+    from code.main import plan
+
+    _, [s] = plan(["--action=run_harness", *LLAMA31, "--scenarios=Offline", "--category=edge"])
+    assert s.loadgen_model == "llama3_1-8b-edge" and s.round_entry().name == "llama3.1-8b-edge"
+    bench = implementation(s.spec)(s)
+    assert len(bench.prompts()) == 20 and len(bench.generate_reference()) == 20
+    _, [d] = plan(["--action=run_harness", *LLAMA31, "--scenarios=Offline"])
+    assert d.loadgen_model == "llama3_1-8b" and len(implementation(d.spec)(d).prompts()) == 40
 
 
 def test_llama31_test06_passes(llama31):
@@ -142,3 +147,89 @@ def test_mixtral_expert_parallel_must_divide_tensor_parallel(tiny_mixtral):
     out = r.stdout + r.stderr
     assert r.returncode not in (0, 1) and "Traceback" not in out
     assert "expert_parallel_size 2 does not divide tensor_parallel_size 1" in out
+
+
+# --- the official evaluators on the same logs (MLPERF_INFERENCE_DIR) --------------------------------------
+
+SHIM_MXEVAL = '''
+"""Stand-in for mxeval.execution (a git install, not on PyPI): each checker builds the program as mxeval
+does and runs it with the harness's contained runner (code.mixtral_8x7b.mbxp)."""
+from code.mixtral_8x7b import mbxp
+
+
+def _checker(lang):
+    def check(problem, completion, timeout, completion_id=None, **kw):
+        program = mbxp.build_program(lang, problem["entry_point"], problem["test"], completion)
+        ok, why = mbxp.check_contained(lang, program, timeout, namespace=mbxp.namespace_available())
+        return {"task_id": problem.get("task_id"), "passed": ok, "result": why, "completion_id": completion_id}
+    return check
+
+
+check_correctness = _checker("python")
+for _lang in ("cpp", "csharp", "go", "java", "javascript", "kotlin", "perl", "php", "ruby", "scala", "swift",
+              "typescript"):
+    globals()[f"check_correctness_{_lang}"] = _checker(_lang)
+'''
+
+official = pytest.mark.skipif(not __import__("os").environ.get("MLPERF_INFERENCE_DIR"),
+                              reason="MLPERF_INFERENCE_DIR not set (a checkout of mlcommons/inference to run the "
+                                     "official evaluators)")
+
+
+@official
+def test_official_mixtral_evaluator_agrees_on_the_same_log(mixtral, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    from tests.test_llm_harness import official_env, parse_result_dict
+
+    root = Path(os.environ["MLPERF_INFERENCE_DIR"]) / "language" / "mixtral-8x7b"
+    scratch = Path(mixtral["env"]["MLPERF_SCRATCH_PATH"])
+    env = official_env(tmp_path)
+    (tmp_path / "shim" / "mxeval").mkdir()
+    (tmp_path / "shim" / "mxeval" / "__init__.py").write_text("")
+    (tmp_path / "shim" / "mxeval" / "execution.py").write_text(SHIM_MXEVAL)
+    env["PYTHONPATH"] += os.pathsep.join(["", str(root), str(REPO)])
+    m = mixtral["acc"]
+    r = subprocess.run([sys.executable, str(root / "evaluate-accuracy.py"),
+                        "--checkpoint-path", str(scratch / "models" / "mixtral_8x7b" / "tiny" / "checkpoint"),
+                        "--mlperf-accuracy-file", str(Path(m["log_dir"]) / "mlperf_log_accuracy.json"),
+                        "--dataset-file", str(scratch / "data" / "mixtral_8x7b" / "tiny"
+                                              / "09292024_mixtral_15k_mintoken2_v1.pkl"),
+                        "--dtype", "int32", "--n_workers", "2"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    theirs, ours = parse_result_dict(r.stdout), m["accuracy"]["metrics"]
+    for k in ("rouge1", "rouge2", "rougeL", "rougeLsum", "gsm8k", "gen_len", "gen_num", "gen_tok_len",
+              "tokens_per_sample"):
+        assert float(theirs[k]) == pytest.approx(float(ours[k]), abs=1e-4), k
+    # theirs counts a language without a runtime as failed problems, ours leaves it out: equal when none passes
+    if float(ours["mbxp"]) == 0:
+        assert float(theirs["mbxp"]) == 0
+
+
+@official
+def test_official_llama31_evaluator_agrees_on_the_same_log(llama31, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_llm_harness import official_env, parse_result_dict
+
+    root = Path(os.environ["MLPERF_INFERENCE_DIR"]) / "language" / "llama3.1-8b"
+    scratch = Path(llama31["env"]["MLPERF_SCRATCH_PATH"])
+    env = official_env(tmp_path)
+    env["PYTHONPATH"] += os.pathsep + str(root)
+    m = llama31["acc"]
+    r = subprocess.run([sys.executable, str(root / "evaluation.py"),
+                        "--mlperf-accuracy-file", str(Path(m["log_dir"]) / "mlperf_log_accuracy.json"),
+                        "--dataset-file", str(scratch / "data" / "llama3_1_8b" / "tiny" / "cnn_eval.json"),
+                        "--model-name", str(scratch / "models" / "llama3_1_8b" / "tiny" / "checkpoint"),
+                        "--dtype", "int32", "--total-sample-count", "40"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    theirs, ours = parse_result_dict(r.stdout), m["accuracy"]["metrics"]
+    for k in ("rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len", "gen_num"):
+        assert float(theirs[k]) == pytest.approx(float(ours[k]), abs=1e-4), k

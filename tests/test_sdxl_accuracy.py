@@ -2,8 +2,8 @@
 
 The accuracy logs come from real LoadGen runs in a child process whose SUT returns synthetic
 uint8 images; a PerformanceOnly run with accuracy_log_probability=1 repeats samples, which is
-how real logs get duplicate qsl_idx entries. Two FIDs are computed in all (each is a 2048x2048
-sqrtm, ~12-20 s on 2 cores).
+how real logs get duplicate qsl_idx entries. The tiny FID is 192-d (pytorch-fid's block 1;
+the real one is pool3, 2048-d).
 """
 from __future__ import annotations
 

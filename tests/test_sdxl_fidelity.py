@@ -21,7 +21,7 @@ from code.sdxl import dataset, export, model, pipeline
 from code.sdxl.constants import COMPONENTS, GUIDANCE_SCALE, NEGATIVE_PROMPT, NUM_STEPS
 from tests.conftest import run_main
 
-HARNESS_SAMPLES = 32
+HARNESS_SAMPLES = 16
 
 
 def diffusers_images(pipe, captions: list[str], latent: np.ndarray, batch: int = 8) -> np.ndarray:

@@ -19,7 +19,7 @@ class GPTJBenchmark(LLMBenchmark):
     spec = SPEC
     tiny_kind = "gptj"
     tiny_context = 1024
-    tiny_samples = 240
+    tiny_samples = 120
 
     def generation(self) -> Generation:
         return TINY if self.tiny else REAL

@@ -21,8 +21,8 @@ class Llama31Benchmark(LLMBenchmark):
     spec = SPEC
     tiny_kind = "llama"
     tiny_context = 1024
-    tiny_samples = 60
-    tiny_edge_samples = 30
+    tiny_samples = 40
+    tiny_edge_samples = 20
     _category: str | None = None          # preprocess_data: the twin being preprocessed
 
     def generation(self) -> Generation:

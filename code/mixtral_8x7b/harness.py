@@ -20,7 +20,7 @@ class MixtralBenchmark(LLMBenchmark):
     spec = SPEC
     tiny_kind = "mixtral"
     tiny_context = 1024
-    tiny_samples = 90                      # 30 of each kind
+    tiny_samples = 60                      # 20 of each kind
     tiny_judged = ("rouge", "gsm8k", "mbxp")
     # digits' output rows x1.15: about two in three GSM8K answers of the tiny model then hold a number
     tiny_build_options = {"boost": tuple("0123456789"), "boost_scale": 1.15}

@@ -5,7 +5,8 @@
   fp16-rounded weights run in fp32) and the OpenAI eval transform (bicubic resize of the shortest
   side to 224, centre crop, OpenAI mean/std). Captions go through ``open_clip.tokenize`` (77 tokens).
 - FID: pytorch-fid's ``InceptionV3`` pool3 block (2048 features) with the TF-ported FID weights;
-  its forward resizes to 299x299 (bilinear) and maps [0, 1] to [-1, 1], as the reference does.
+  its forward resizes to 299x299 (bilinear) and maps [0, 1] to [-1, 1], as the reference does. The
+  tiny variant's FID uses the same network's 192-d block (``TINY_FID_DIMS``, see there).
 
 Nothing here downloads implicitly: ``download_scorer_weights`` fetches the real files (checksummed),
 ``build_tiny_scorers`` writes seeded random ones for the offline tiny variant. Both return the
@@ -39,6 +40,11 @@ INCEPTION_URL = ("https://github.com/mseitzer/pytorch-fid/releases/download/fid_
 INCEPTION_SHA256 = "6726825d0af5f729cebd5821db510b11b1cfad8faad88a03f1befd49fb9129b2"
 
 FID_DIMS = 2048                 # pool3 features
+# The tiny scorer's FID uses pytorch-fid's 192-d block (its --dims 192: the second max pool of the same
+# InceptionV3). Over a few dozen images a 2048-d covariance is singular and its sqrtm (pytorch-fid
+# retries with an offset: two 2048x2048 sqrtm) costs ~15 s on 2 cores per FID; 192-d gives the same
+# comparison in milliseconds. The real scorer is pool3, 2048-d, as the reference.
+TINY_FID_DIMS = 192
 TINY_CLIP_ARCH = "ViT-B-32-quickgelu"   # same architecture as the real scorer, random weights
 TINY_STATS_IMAGES = 48          # synthetic reference images behind the tiny FID statistics
 TINY_STATS_SIZE = 128           # their side, pixels (the tiny SDXL output size)
@@ -123,7 +129,7 @@ class ClipScorer:
 class FidInception:
     """pytorch-fid InceptionV3 pool3 features from a local weights file."""
 
-    def __init__(self, weights: Path, device: str = "cpu"):
+    def __init__(self, weights: Path, device: str = "cpu", dims: int = FID_DIMS):
         import torch
         from pytorch_fid import inception as pfi
 
@@ -131,21 +137,24 @@ class FidInception:
         # pytorch-fid only knows how to fetch its weights by URL; hand it the local state dict
         # instead. Its own constructor still builds the FID-specific blocks and checks every key.
         with _BUILD_LOCK, _swap_attr(pfi, "load_state_dict_from_url", lambda *a, **k: state):
-            self.model = pfi.InceptionV3([pfi.InceptionV3.BLOCK_INDEX_BY_DIM[FID_DIMS]])
+            self.model = pfi.InceptionV3([pfi.InceptionV3.BLOCK_INDEX_BY_DIM[dims]])
         self.model = self.model.to(device).eval()
-        self.device = device
+        self.device, self.dims = device, dims
 
     def activations(self, images: np.ndarray, batch_size: int = 8) -> np.ndarray:
-        """uint8 [N, H, W, 3] -> float64 [N, 2048]. Same input as torchvision's ToTensor (x/255)."""
+        """uint8 [N, H, W, 3] -> float64 [N, dims]. Same input as torchvision's ToTensor (x/255)."""
         import torch
 
         images = _check_images(images)
-        out = np.empty((len(images), FID_DIMS), dtype=np.float64)
+        out = np.empty((len(images), self.dims), dtype=np.float64)
         with torch.inference_mode():
             for s in range(0, len(images), batch_size):
                 x = torch.from_numpy(np.ascontiguousarray(images[s:s + batch_size]))
                 x = x.permute(0, 3, 1, 2).to(self.device, torch.float32).div(255)
-                out[s:s + len(x)] = self.model(x)[0].squeeze(3).squeeze(2).cpu().numpy()
+                pred = self.model(x)[0]
+                if pred.shape[2] != 1 or pred.shape[3] != 1:      # blocks before pool3: pooled as pytorch-fid does
+                    pred = torch.nn.functional.adaptive_avg_pool2d(pred, output_size=(1, 1))
+                out[s:s + len(x)] = pred.squeeze(3).squeeze(2).cpu().numpy()
         return out
 
 
@@ -166,6 +175,10 @@ def _check_images(images: np.ndarray) -> np.ndarray:
     return images
 
 
+def fid_dims(variant: str) -> int:
+    return TINY_FID_DIMS if variant == "tiny" else FID_DIMS
+
+
 def load_scorers(models_dir: Path, variant: str, device: str = "cpu") -> tuple[ClipScorer, FidInception]:
     """Both scorers for ``variant``; MissingDataError (with the fixing command) if a file is absent."""
     files = scorer_files(models_dir, variant)
@@ -174,7 +187,7 @@ def load_scorers(models_dir: Path, variant: str, device: str = "cpu") -> tuple[C
             raise MissingDataError(f"SDXL accuracy scorer weights not found: {p}",
                                    _FIX_TINY if variant == "tiny" else _FIX_REAL)
     try:
-        return ClipScorer(files.clip, device), FidInception(files.inception, device)
+        return ClipScorer(files.clip, device), FidInception(files.inception, device, fid_dims(variant))
     except HarnessError:
         raise
     except Exception as e:  # truncated or foreign checkpoint
@@ -227,7 +240,7 @@ def build_tiny_scorers(models_dir: Path, seed: int = 0) -> ScorerFiles:
     files = scorer_files(models_dir, "tiny")
     manifest = Path(models_dir) / "fid" / _MANIFEST
     want = {"seed": seed, "clip_arch": TINY_CLIP_ARCH, "stats_images": TINY_STATS_IMAGES,
-            "stats_size": TINY_STATS_SIZE}
+            "stats_size": TINY_STATS_SIZE, "fid_dims": TINY_FID_DIMS}
     if all(p.is_file() for p in (files.clip, files.inception, files.fid_stats, manifest)):
         try:
             if json.loads(manifest.read_text()) == want:
@@ -239,7 +252,7 @@ def build_tiny_scorers(models_dir: Path, seed: int = 0) -> ScorerFiles:
     _write_tiny_inception(files.inception, gen)
     rng = np.random.default_rng(seed)
     images = synthetic_images(rng, TINY_STATS_IMAGES, TINY_STATS_SIZE)
-    mu, sigma = activation_stats(FidInception(files.inception).activations(images))
+    mu, sigma = activation_stats(FidInception(files.inception, dims=TINY_FID_DIMS).activations(images))
     save_fid_stats(files.fid_stats, mu, sigma)
     write_json(manifest, want)
     return files
