@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from code.common.errors import MissingDataError
 from code.common.fileio import write_text
 
 INSTRUCTION = "Summarize the following news article:"
@@ -27,16 +26,9 @@ def prompt(example: dict) -> str:
 
 
 def read(path: Path, fix: str) -> list[dict]:
-    if not path.exists():
-        raise MissingDataError(f"dataset not found: {path}", fix)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise MissingDataError(f"{path} is not a readable cnn_eval.json ({type(e).__name__})", fix) from None
-    if not isinstance(data, list) or any(not isinstance(x, dict) or not {"instruction", "input", "output"} <= set(x)
-                                         for x in data):
-        raise MissingDataError(f"{path} is not in the reference format (a list of instruction/input/output records)", fix)
-    return data
+    from code.common.llm.harness import read_records
+
+    return read_records(path, fix, ("instruction", "input", "output"), "cnn_eval.json")
 
 
 def tokenize(tokenizer, records: list[dict], max_length: int) -> list[list[int]]:

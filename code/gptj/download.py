@@ -67,46 +67,8 @@ DATA_RECORD = "cnn_eval.download.json"
 def check_checkpoint(dest: Path) -> dict:
     """A loadable Hugging Face GPT-J folder: config.json with model_type gptj, every weight shard its
     index names (or a single weight file), a tokenizer. Returns the config."""
-    dest = Path(dest)
-    cfg_path = dest / "config.json"
-    if not cfg_path.is_file():
-        raise MissingDataError(f"GPT-J checkpoint not found: {cfg_path} is missing", FIX_MODEL)
-    cfg = fileio.read_json(cfg_path, FIX_MODEL)
-    if cfg.get("model_type") != "gptj":
-        raise MissingDataError(f"{cfg_path}: model_type is {cfg.get('model_type')!r}, not 'gptj'", FIX_MODEL)
-    _check_weights(dest, FIX_MODEL)
-    if not ((dest / "vocab.json").is_file() and (dest / "merges.txt").is_file()) and not (dest / "tokenizer.json").is_file():
-        raise MissingDataError(f"no tokenizer in {dest} (vocab.json + merges.txt, or tokenizer.json)", FIX_MODEL)
-    try:
-        from transformers import AutoConfig
-    except ImportError:
-        return cfg
-    try:
-        AutoConfig.from_pretrained(str(dest), local_files_only=True)
-    except Exception as e:
-        raise MissingDataError(f"{dest}: transformers cannot read the config: {type(e).__name__}: "
-                               f"{str(e).splitlines()[0][:120] if str(e) else ''}", FIX_MODEL) from None
-    return cfg
-
-
-def _check_weights(dest: Path, fix: str) -> list[Path]:
-    """The weight files of an HF folder: every shard an index names must exist and be non-empty."""
-    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        index = dest / index_name
-        if index.is_file():
-            wm = fileio.read_json(index, fix).get("weight_map")
-            if not isinstance(wm, dict) or not wm:
-                raise MissingDataError(f"{index}: no weight_map", fix)
-            shards = sorted(set(wm.values()))
-            bad = [s for s in shards if not (dest / s).is_file() or (dest / s).stat().st_size == 0]
-            if bad:
-                raise MissingDataError(f"{dest}: {len(bad)} of {len(shards)} weight shards listed in {index_name} "
-                                       f"are missing or empty (first: {bad[0]})", fix)
-            return [dest / s for s in shards]
-    for single in ("model.safetensors", "pytorch_model.bin"):
-        if (dest / single).is_file() and (dest / single).stat().st_size:
-            return [dest / single]
-    raise MissingDataError(f"no model weights in {dest} (no *.index.json, model.safetensors or pytorch_model.bin)", fix)
+    return dl.check_hf_checkpoint(dest, "gptj", "GPT-J checkpoint", FIX_MODEL,
+                                  tokenizer=(("vocab.json", "merges.txt"), ("tokenizer.json",)))
 
 
 def _add_tokenizer(dest: Path, log) -> dict:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from code.common.errors import MissingDataError
 
 DATASET_PKL = "open_orca_gpt4_tokenized_llama.sampled_24576.pkl"
 PROMPT_SYSTEM = "<s>[INST] <<SYS>>\n{}\n<</SYS>>\n\n{} [/INST]"
@@ -23,18 +22,9 @@ def format_prompt(system_prompt: str, question: str) -> str:
 
 
 def read(path: Path, fix: str):
-    import pandas as pd
+    from code.common.llm.harness import read_frame
 
-    if not path.exists():
-        raise MissingDataError(f"dataset not found: {path}", fix)
-    try:
-        df = pd.read_pickle(path)
-    except Exception as e:  # noqa: BLE001 - any unreadable pickle is the same user error
-        raise MissingDataError(f"{path} is not a readable OpenORCA pickle ({type(e).__name__})", fix) from None
-    missing = [c for c in ("tok_input", "output") if c not in getattr(df, "columns", ())]
-    if missing:
-        raise MissingDataError(f"{path} lacks the column(s) {', '.join(missing)} of the processed OpenORCA set", fix)
-    return df
+    return read_frame(path, fix, ("tok_input", "output"), "processed OpenORCA set")
 
 
 def make_tiny(out_dir: Path, tokenizer, n: int, seed: int, targets=None) -> Path:

@@ -176,27 +176,7 @@ def _optional(fn, log) -> None:
 def check_model(dest: Path, fix: str = FIX_MODEL) -> dict:
     """config.json (model_type llama), model.safetensors.index.json whose every shard exists and is
     non-empty, and a tokenizer. Returns the config."""
-    dest = Path(dest)
-    cfg_path = dest / "config.json"
-    if not cfg_path.is_file():
-        raise MissingDataError(f"Llama-2-70B not found: {cfg_path} is missing", fix)
-    cfg = fileio.read_json(cfg_path, fix)
-    if cfg.get("model_type") != "llama":
-        raise MissingDataError(f"{cfg_path}: model_type is {cfg.get('model_type')!r}, not 'llama'", fix)
-    index = dest / "model.safetensors.index.json"
-    if not index.is_file():
-        raise MissingDataError(f"{index} is missing", fix)
-    wm = fileio.read_json(index, fix).get("weight_map")
-    if not isinstance(wm, dict) or not wm:
-        raise MissingDataError(f"{index}: no weight_map", fix)
-    shards = sorted(set(wm.values()))
-    bad = [s for s in shards if not (dest / s).is_file() or (dest / s).stat().st_size == 0]
-    if bad:
-        raise MissingDataError(f"{dest}: {len(bad)} of {len(shards)} safetensors shards listed in the index are "
-                               f"missing or empty (first: {bad[0]})", fix)
-    if not any((dest / n).is_file() for n in ("tokenizer.json", "tokenizer.model")):
-        raise MissingDataError(f"no tokenizer in {dest} (tokenizer.json / tokenizer.model)", fix)
-    return cfg
+    return dl.check_hf_checkpoint(dest, "llama", "Llama-2-70B", fix, read_config=False)
 
 
 def _members_fix(dest: Path) -> str:
@@ -225,24 +205,6 @@ def download_model(dest: Path, log=print) -> Path:
     checked against the Hub's sha256, the commit recorded), or, when ``dest`` holds the members-only
     MLCommons R2 copy (its llama-2-70b-chat-hf.md5 list), that copy verified. ``dest/download.json``
     is written last, after the safetensors index's shards are all found."""
-    dest = Path(dest)
-    if dl.reuse_complete(dest, COMPLETE, check_model, "[llama2-70b] model", log):
-        return dest
-    if (dest / MEMBERS_LIST).is_file():
-        rec = _verify_members_copy(dest, log)
-        check_model(dest)
-        fileio.write_json(dest / COMPLETE, rec)
-        return dest
-    try:
-        dl.hf_snapshot(MODEL_REPO, dest, allow_patterns=MODEL_FILES, record=COMPLETE, rerun=FIX_MODEL, log=log)
-    except HarnessError as e:
-        if "access denied" in e.cause or "repository not found" in e.cause:
-            raise MissingDataError(e.cause, _members_fix(dest)) from None
-        raise
-    try:
-        check_model(dest)
-    except HarnessError:
-        (dest / COMPLETE).unlink(missing_ok=True)       # the record says complete only for a loadable folder
-        raise
-    log(f"[llama2-70b] {MODEL_REPO} verified -> {dest}")
-    return dest
+    return dl.gated_model(dest, repo=MODEL_REPO, files=MODEL_FILES, revision=None, complete=COMPLETE,
+                          members_list=MEMBERS_LIST, verify_members=_verify_members_copy, check=check_model,
+                          members_fix=_members_fix, fix=FIX_MODEL, tag="[llama2-70b]", log=log)

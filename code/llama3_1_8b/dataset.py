@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from code.common.errors import MissingDataError
 from code.common.fileio import write_text
 
 TEMPLATE = ("Summarize the following news article in 128 tokens. Please output the summary only, without any other "
@@ -28,16 +27,9 @@ def file_for(edge: bool) -> str:
 
 
 def read(path: Path, fix: str) -> list[dict]:
-    if not path.exists():
-        raise MissingDataError(f"dataset not found: {path}", fix)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise MissingDataError(f"{path} is not a readable {path.name} ({type(e).__name__})", fix) from None
-    if not isinstance(data, list) or any(not isinstance(x, dict) or not {"tok_input", "output"} <= set(x) for x in data):
-        raise MissingDataError(f"{path} is not in the reference format (a list of records with tok_input and output)",
-                               fix)
-    return data
+    from code.common.llm.harness import read_records
+
+    return read_records(path, fix, ("tok_input", "output"), path.name)
 
 
 def make_tiny(out_dir: Path, tokenizer, n: int, edge_n: int, seed: int, targets=None) -> tuple[Path, Path, list[int]]:

@@ -22,7 +22,6 @@ from pathlib import Path
 from code.common import fileio
 from code.common.errors import HarnessError, MissingDataError
 from code.common.llm import download as dl
-from code.mixtral_8x7b.download import check_hf_checkpoint
 
 BENCHMARK = "llama3.1-8b"
 FIX_MODEL = f"make download_model BENCHMARKS={BENCHMARK}"
@@ -134,46 +133,13 @@ def _local_source(data_dir: str, name: str) -> Path | None:
     return None
 
 
-def _metadata_unreachable(e: HarnessError) -> bool:
-    return e.cause.startswith("could not fetch R2 metadata")
-
-
 def _fetch(uri: str, name: str, md5: str, samples, dest_dir: Path, log) -> str:
-    final = dest_dir / name
-    how = "mlcommons-r2"
-    try:
-        dl.r2_download(uri, dest_dir, log=log, include=lambda p: p == name, expect_md5={name: md5})
-    except HarnessError as e:
-        if not _metadata_unreachable(e):
-            raise
-        url = f"{DATA_BASE}/{name}"
-        log(f"{TAG} R2 metadata unreachable ({e.cause}); trying {url}")
-        try:
-            fileio.download(url, final, md5=md5, fix=f"re-run to resume, or {dl.r2_command(uri, dest_dir)}")
-        except HarnessError as e2:
-            if "checksum mismatch" in e2.cause:
-                raise
-            raise e from None
-        how = "plain URL " + url
-    try:
-        check_dataset(final, samples, FIX_DATA, name)
-    except HarnessError as e:
-        final.unlink(missing_ok=True)
-        raise MissingDataError(f"{e.cause} (file removed)", e.fix) from None
-    log(f"{TAG} {name}: md5 {md5} ok, content ok -> {final}")
-    return how
+    return dl.r2_data_file(uri, name, md5, dest_dir, data_base=DATA_BASE, tag=TAG, log=log,
+                           check=lambda p: check_dataset(p, samples, FIX_DATA, name))
 
 
 def _record(dest_dir: Path, updates: dict) -> None:
-    path = dest_dir / DATA_RECORD
-    files = {}
-    if path.is_file():
-        try:
-            files = dict(fileio.read_json(path, FIX_DATA).get("files") or {})
-        except HarnessError:
-            files = {}
-    files.update(updates)
-    fileio.write_json(path, {"benchmark": BENCHMARK, "files": files})
+    dl.merge_record(dest_dir / DATA_RECORD, BENCHMARK, updates, FIX_DATA)
 
 
 def download_data(dest_dir: Path, data_dir: str | None = None, log=print, category: str = "both",
@@ -236,7 +202,7 @@ def download_data(dest_dir: Path, data_dir: str | None = None, log=print, catego
 
 def check_model(dest: Path, fix: str = FIX_MODEL) -> dict:
     """``dest`` is a loadable Llama folder (model_type llama, every shard the index names, a tokenizer)."""
-    return check_hf_checkpoint(dest, "llama", "Llama-3.1-8B-Instruct", fix)
+    return dl.check_hf_checkpoint(dest, "llama", "Llama-3.1-8B-Instruct", fix)
 
 
 def _members_fix(dest: Path) -> str:
@@ -271,29 +237,6 @@ def download_model(dest: Path, log=print) -> Path:
     when ``dest`` holds the members-only MLCommons R2 copy (its llama3-1-8b-instruct.md5 list),
     that copy verified against MEMBERS_MD5. ``dest/download.json`` is written last, once the
     folder checks (model_type llama, every shard, a tokenizer). A complete folder is reused."""
-    dest = Path(dest)
-    if dl.reuse_complete(dest, COMPLETE, check_model, f"{TAG} model", log):
-        return dest
-    if (dest / MEMBERS_LIST).is_file():
-        rec = _verify_members_copy(dest, log)
-        check_model(dest)
-        fileio.write_json(dest / COMPLETE, rec)
-        return dest
-    try:
-        dl.hf_snapshot(MODEL_REPO, dest, allow_patterns=MODEL_FILES, revision=MODEL_REVISION, record=COMPLETE,
-                       rerun=FIX_MODEL, log=log)
-    except HarnessError as e:
-        if "access denied" in e.cause or "repository not found" in e.cause:
-            raise MissingDataError(e.cause, _members_fix(dest)) from None
-        raise
-    try:
-        rec = fileio.read_json(dest / COMPLETE, FIX_MODEL)
-        if rec.get("revision") != MODEL_REVISION:
-            raise MissingDataError(f"{MODEL_REPO}: the Hub resolved {MODEL_REVISION[:12]} to {rec.get('revision')}",
-                                   f"delete {dest}, then {FIX_MODEL}")
-        check_model(dest)
-    except HarnessError:
-        (dest / COMPLETE).unlink(missing_ok=True)       # the record says complete only for a loadable folder
-        raise
-    log(f"{TAG} {MODEL_REPO}@{MODEL_REVISION[:12]} verified -> {dest}")
-    return dest
+    return dl.gated_model(dest, repo=MODEL_REPO, files=MODEL_FILES, revision=MODEL_REVISION, complete=COMPLETE,
+                          members_list=MEMBERS_LIST, verify_members=_verify_members_copy, check=check_model,
+                          members_fix=_members_fix, fix=FIX_MODEL, tag=TAG, log=log)

@@ -33,17 +33,9 @@ MBXP_INSTRUCTION = "Complete the following code. Be concise, don't output anythi
 
 
 def read(path: Path, fix: str):
-    import pandas as pd
+    from code.common.llm.harness import read_frame
 
-    if not path.exists():
-        raise MissingDataError(f"dataset not found: {path}", fix)
-    try:
-        df = pd.read_pickle(path)
-    except Exception as e:  # noqa: BLE001 - any unreadable pickle is the same user error
-        raise MissingDataError(f"{path} is not a readable Mixtral dataset pickle ({type(e).__name__})", fix) from None
-    missing = [c for c in ("dataset", "id", "tok_input", "gt_output") if c not in getattr(df, "columns", ())]
-    if missing:
-        raise MissingDataError(f"{path} lacks the column(s) {', '.join(missing)} of the Mixtral 15k set", fix)
+    df = read_frame(path, fix, ("dataset", "id", "tok_input", "gt_output"), "Mixtral 15k set")
     odd = sorted(set(map(str, df["dataset"])) - set(KINDS))
     if odd:
         raise MissingDataError(f"{path}: unknown sub-dataset(s) {', '.join(odd)} (expected {', '.join(KINDS)})", fix)

@@ -98,50 +98,9 @@ DATA_RECORD = "download.json"         # written last into the data folder
 
 # --- model -----------------------------------------------------------------------------------------
 
-def check_hf_checkpoint(dest: Path, model_type: str, what: str, fix: str) -> dict:
-    """A loadable Hugging Face folder: config.json with ``model_type``, model.safetensors.index.json
-    whose every shard exists and is non-empty, a tokenizer (tokenizer.json or tokenizer.model), and a
-    config transformers can read (when it is installed). Returns the config. (Also used by
-    code.llama3_1_8b.download.)"""
-    dest = Path(dest)
-    cfg_path = dest / "config.json"
-    if not cfg_path.is_file():
-        raise MissingDataError(f"{what} not found: {cfg_path} is missing", fix)
-    cfg = fileio.read_json(cfg_path, fix)
-    if cfg.get("model_type") != model_type:
-        raise MissingDataError(f"{cfg_path}: model_type is {cfg.get('model_type')!r}, not {model_type!r}", fix)
-    index = dest / "model.safetensors.index.json"
-    if not index.is_file():
-        raise MissingDataError(f"{index} is missing", fix)
-    wm = fileio.read_json(index, fix).get("weight_map")
-    if not isinstance(wm, dict) or not wm:
-        raise MissingDataError(f"{index}: no weight_map", fix)
-    shards = sorted(set(wm.values()))
-    bad = [s for s in shards if not (dest / s).is_file() or (dest / s).stat().st_size == 0]
-    if bad:
-        raise MissingDataError(f"{dest}: {len(bad)} of {len(shards)} safetensors shards listed in the index are "
-                               f"missing or empty (first: {bad[0]})", fix)
-    if not any((dest / n).is_file() for n in ("tokenizer.json", "tokenizer.model")):
-        raise MissingDataError(f"no tokenizer in {dest} (tokenizer.json / tokenizer.model)", fix)
-    try:
-        from transformers import AutoConfig
-    except ImportError:
-        return cfg
-    try:
-        AutoConfig.from_pretrained(str(dest), local_files_only=True)
-    except Exception as e:
-        raise MissingDataError(f"{dest}: transformers cannot read the config: {type(e).__name__}: "
-                               f"{str(e).splitlines()[0][:120] if str(e) else ''}", fix) from None
-    return cfg
-
-
 def check_checkpoint(dest: Path, fix: str = FIX_MODEL) -> dict:
     """``dest`` is a loadable Mixtral folder (model_type mixtral, every shard, a tokenizer)."""
-    return check_hf_checkpoint(dest, "mixtral", "Mixtral-8x7B checkpoint", fix)
-
-
-def _metadata_unreachable(e: HarnessError) -> bool:
-    return e.cause.startswith("could not fetch R2 metadata")
+    return dl.check_hf_checkpoint(dest, "mixtral", "Mixtral-8x7B checkpoint", fix)
 
 
 def download_model(dest: Path, log=print) -> Path:
@@ -159,7 +118,7 @@ def download_model(dest: Path, log=print) -> Path:
         dl.r2_download(CHECKPOINT_URI, dest, log=log, include=lambda p: p in CHECKPOINT_MD5, expect_md5=CHECKPOINT_MD5)
         source = "mlcommons-r2"
     except HarnessError as e:
-        if not (_metadata_unreachable(e) and all((dest / p).is_file() for _, p in pins)):
+        if not (dl.metadata_unreachable(e) and all((dest / p).is_file() for _, p in pins)):
             raise
         log(f"{TAG} R2 metadata unreachable ({e.cause}); verifying the {len(pins)} files in {dest} offline")
         dl.verify_md5_list(dest, pins, f"delete the bad file, then {FIX_MODEL} (online)")
@@ -284,42 +243,12 @@ def _fetch(name: str, dest_dir: Path, log) -> str:
     """``dest_dir/name`` from R2 (md5-checked, then by content; a file failing the content check is
     removed). Returns how it was fetched."""
     uri, md5_of, check = FILES[name]
-    md5 = md5_of()
-    final = dest_dir / name
-    how = "mlcommons-r2"
-    try:
-        dl.r2_download(uri, dest_dir, log=log, include=lambda p: p == name, expect_md5={name: md5})
-    except HarnessError as e:
-        if not _metadata_unreachable(e):
-            raise
-        url = f"{DATA_BASE}/{name}"
-        log(f"{TAG} R2 metadata unreachable ({e.cause}); trying {url}")
-        try:
-            fileio.download(url, final, md5=md5, fix=f"re-run to resume, or {dl.r2_command(uri, dest_dir)}")
-        except HarnessError as e2:
-            if "checksum mismatch" in e2.cause:
-                raise
-            raise e from None
-        how = "plain URL " + url
-    try:
-        check(final, FIX_DATA, name)
-    except HarnessError as e:
-        final.unlink(missing_ok=True)
-        raise MissingDataError(f"{e.cause} (file removed)", e.fix) from None
-    log(f"{TAG} {name}: md5 {md5} ok, content ok -> {final}")
-    return how
+    return dl.r2_data_file(uri, name, md5_of(), dest_dir, data_base=DATA_BASE, tag=TAG, log=log,
+                           check=lambda p: check(p, FIX_DATA, name))
 
 
 def _record(dest_dir: Path, updates: dict) -> None:
-    path = dest_dir / DATA_RECORD
-    files = {}
-    if path.is_file():
-        try:
-            files = dict(fileio.read_json(path, FIX_DATA).get("files") or {})
-        except HarnessError:
-            files = {}
-    files.update(updates)
-    fileio.write_json(path, {"benchmark": BENCHMARK, "files": files})
+    dl.merge_record(dest_dir / DATA_RECORD, BENCHMARK, updates, FIX_DATA)
 
 
 def download_data(dest_dir: Path, data_dir: str | None = None, log=print, include_calibration: bool = False) -> Path:

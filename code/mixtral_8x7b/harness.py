@@ -60,18 +60,12 @@ class MixtralBenchmark(LLMBenchmark):
         if not self.tiny:
             self.download_real_data()
             return
-        from code.common import paths
         from code.common.llm import tiny
         from code.common.llm.generation import cut_at_stop
         from code.common.llm.harness import save_prompts
         from code.mixtral_8x7b import gsm8k
 
-        out_dir = paths.data_dir(self.spec.name, "tiny")
-        tok = tiny.load_tokenizer(self.tiny_tokenizer_dir())
-        if not (self.checkpoint / "config.json").exists():
-            self.download_model()
-        self.make_tiny_raw(tok, out_dir)
-        prompts, _ = self.read_raw(tok, out_dir)
+        out_dir, tok, prompts, _ = self._tiny_raw()
         kinds = self.read_extra(tok, out_dir)["dataset"]
         full = self._plain_generate(prompts)
         stop = self._frequent_pair([o for o, k in zip(full, kinds) if k == "MBXP"])

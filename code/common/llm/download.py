@@ -459,3 +459,138 @@ def copy_local(src: Path, dest: Path, names: Iterable[str], *, md5: dict[str, st
             log(f"[data] {name}: copied from {src}")
         out.append(d)
     return out
+
+
+def check_hf_checkpoint(dest: Path, model_type: str, what: str, fix: str, *, read_config: bool = True,
+                        tokenizer: Sequence[Sequence[str]] = (("tokenizer.json",), ("tokenizer.model",))) -> dict:
+    """A loadable Hugging Face folder: config.json with ``model_type``, its weights (``check_weights``), a
+    tokenizer (one of the ``tokenizer`` file groups), and a config transformers can read (when it is
+    installed and ``read_config``). Returns the config."""
+    dest = Path(dest)
+    cfg_path = dest / "config.json"
+    if not cfg_path.is_file():
+        raise MissingDataError(f"{what} not found: {cfg_path} is missing", fix)
+    cfg = fileio.read_json(cfg_path, fix)
+    if cfg.get("model_type") != model_type:
+        raise MissingDataError(f"{cfg_path}: model_type is {cfg.get('model_type')!r}, not {model_type!r}", fix)
+    check_weights(dest, fix)
+    if not any(all((dest / n).is_file() for n in group) for group in tokenizer):
+        raise MissingDataError(f"no tokenizer in {dest} ({', or '.join(' + '.join(g) for g in tokenizer)})", fix)
+    if not read_config:
+        return cfg
+    try:
+        from transformers import AutoConfig
+    except ImportError:
+        return cfg
+    try:
+        AutoConfig.from_pretrained(str(dest), local_files_only=True)
+    except Exception as e:
+        raise MissingDataError(f"{dest}: transformers cannot read the config: {type(e).__name__}: "
+                               f"{str(e).splitlines()[0][:120] if str(e) else ''}", fix) from None
+    return cfg
+
+
+def check_weights(dest: Path, fix: str) -> list[Path]:
+    """The weight files of an HF folder: every shard an index names must exist and be non-empty (or one
+    single weight file)."""
+    for index_name, kind in (("model.safetensors.index.json", "safetensors"), ("pytorch_model.bin.index.json", "weight")):
+        index = dest / index_name
+        if index.is_file():
+            wm = fileio.read_json(index, fix).get("weight_map")
+            if not isinstance(wm, dict) or not wm:
+                raise MissingDataError(f"{index}: no weight_map", fix)
+            shards = sorted(set(wm.values()))
+            bad = [s for s in shards if not (dest / s).is_file() or (dest / s).stat().st_size == 0]
+            if bad:
+                raise MissingDataError(f"{dest}: {len(bad)} of {len(shards)} {kind} shards listed in {index_name} "
+                                       f"are missing or empty (first: {bad[0]})", fix)
+            return [dest / s for s in shards]
+    for single in ("model.safetensors", "pytorch_model.bin"):
+        if (dest / single).is_file() and (dest / single).stat().st_size:
+            return [dest / single]
+    raise MissingDataError(f"no model weights in {dest} (no *.index.json, model.safetensors or pytorch_model.bin)", fix)
+
+
+# --- single data files from R2 (Mixtral-8x7B, Llama3.1-8B) ------------------------------------------
+
+def metadata_unreachable(e: HarnessError) -> bool:
+    return e.cause.startswith("could not fetch R2 metadata")
+
+
+def r2_data_file(uri: str, name: str, md5: str, dest_dir: Path, *, data_base: str, check: Callable[[Path], object],
+                 tag: str, log=print) -> str:
+    """``dest_dir/name`` from the R2 folder ``uri`` names (md5-checked), or from ``data_base/name`` when the
+    R2 metadata cannot be fetched (still md5-checked); then ``check(path)`` on its content: a file failing
+    it is removed. Returns how it was fetched, for the download record."""
+    final = Path(dest_dir) / name
+    how = "mlcommons-r2"
+    try:
+        r2_download(uri, dest_dir, log=log, include=lambda p: p == name, expect_md5={name: md5})
+    except HarnessError as e:
+        if not metadata_unreachable(e):
+            raise
+        url = f"{data_base}/{name}"
+        log(f"{tag} R2 metadata unreachable ({e.cause}); trying {url}")
+        try:
+            fileio.download(url, final, md5=md5, fix=f"re-run to resume, or {r2_command(uri, dest_dir)}")
+        except HarnessError as e2:
+            if "checksum mismatch" in e2.cause:
+                raise
+            raise e from None
+        how = "plain URL " + url
+    try:
+        check(final)
+    except HarnessError as e:
+        final.unlink(missing_ok=True)
+        raise MissingDataError(f"{e.cause} (file removed)", e.fix) from None
+    log(f"{tag} {name}: md5 {md5} ok, content ok -> {final}")
+    return how
+
+
+def merge_record(path: Path, benchmark: str, updates: dict, fix: str) -> None:
+    """A download record ``{"benchmark", "files": {name: {...}}}`` with ``updates`` merged in (atomic)."""
+    files = {}
+    if path.is_file():
+        try:
+            files = dict(fileio.read_json(path, fix).get("files") or {})
+        except HarnessError:
+            files = {}
+    files.update(updates)
+    fileio.write_json(path, {"benchmark": benchmark, "files": files})
+
+
+# --- gated Hugging Face models with a members-only R2 copy (Llama2-70B, Llama3.1-8B) ----------------
+
+def gated_model(dest: Path, *, repo: str, files: Sequence[str], revision: str | None, complete: str,
+                members_list: str, verify_members: Callable[[Path, Callable], dict], check: Callable[[Path], object],
+                members_fix: Callable[[Path], str], fix: str, tag: str, log=print) -> Path:
+    """A gated model into ``dest``: reused when its record (``complete``) exists and the folder checks; else,
+    when ``dest`` holds the members-only R2 copy (its ``members_list``), that copy verified; else
+    ``hf_snapshot`` of ``repo`` (at ``revision`` when pinned; every file checked against the Hub), an
+    access error naming the license, HF_TOKEN and the members route (``members_fix``). The record is
+    written last and removed again if the folder does not check."""
+    dest = Path(dest)
+    if reuse_complete(dest, complete, check, f"{tag} model", log):
+        return dest
+    if (dest / members_list).is_file():
+        rec = verify_members(dest, log)
+        check(dest)
+        fileio.write_json(dest / complete, rec)
+        return dest
+    try:
+        hf_snapshot(repo, dest, allow_patterns=list(files), revision=revision, record=complete, rerun=fix, log=log)
+    except HarnessError as e:
+        if "access denied" in e.cause or "repository not found" in e.cause:
+            raise MissingDataError(e.cause, members_fix(dest)) from None
+        raise
+    try:
+        rec = fileio.read_json(dest / complete, fix)
+        if revision and rec.get("revision") != revision:
+            raise MissingDataError(f"{repo}: the Hub resolved {revision[:12]} to {rec.get('revision')}",
+                                   f"delete {dest}, then {fix}")
+        check(dest)
+    except HarnessError:
+        (dest / complete).unlink(missing_ok=True)       # the record says complete only for a loadable folder
+        raise
+    log(f"{tag} {repo}{'@' + revision[:12] if revision else ''} verified -> {dest}")
+    return dest

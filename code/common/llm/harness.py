@@ -73,6 +73,36 @@ def load_prompts(path: Path) -> list[np.ndarray]:
     return [flat[off[i]:off[i + 1]] for i in range(len(off) - 1)]
 
 
+def read_records(path: Path, fix: str, keys: Sequence[str], what: str) -> list[dict]:
+    """A JSON list of records that each hold ``keys`` (cnn_eval.json and its kin), or a one-line error."""
+    if not path.exists():
+        raise MissingDataError(f"dataset not found: {path}", fix)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise MissingDataError(f"{path} is not a readable {what} ({type(e).__name__})", fix) from None
+    if not isinstance(data, list) or any(not isinstance(x, dict) or not set(keys) <= set(x) for x in data):
+        raise MissingDataError(f"{path} is not in the reference format (a list of records with "
+                               f"{', '.join(keys)})", fix)
+    return data
+
+
+def read_frame(path: Path, fix: str, columns: Sequence[str], what: str):
+    """A pickled pandas DataFrame with ``columns`` (the processed OpenORCA / Mixtral sets), or a one-line error."""
+    import pandas as pd
+
+    if not path.exists():
+        raise MissingDataError(f"dataset not found: {path}", fix)
+    try:
+        df = pd.read_pickle(path)
+    except Exception as e:  # noqa: BLE001 - any unreadable pickle is the same user error
+        raise MissingDataError(f"{path} is not a readable {what} pickle ({type(e).__name__})", fix) from None
+    missing = [c for c in columns if c not in getattr(df, "columns", ())]
+    if missing:
+        raise MissingDataError(f"{path} lacks the column(s) {', '.join(missing)} of the {what}", fix)
+    return df
+
+
 def read_accuracy_log(path: str | Path, dtype=np.int32) -> dict[int, np.ndarray]:
     """qsl_idx -> output token ids from mlperf_log_accuracy.json; the first entry of a repeated
     index counts (as the reference evaluators dedup)."""
@@ -219,6 +249,16 @@ class LLMBenchmark(Benchmark):
         if not self.tiny:
             self.download_real_data()
             return
+        out_dir, tok, prompts, leads = self._tiny_raw()
+        outs = self._plain_generate(prompts, self.read_extra(tok, out_dir).get("stops"))
+        save_prompts(out_dir / "generate_reference.npz", outs)
+        texts = tok.batch_decode(outs, skip_special_tokens=True)
+        targets = [f"{lead.split('.')[0]}. {t[:max(1, int(len(t) * 0.6))].strip()}" for lead, t in zip(leads, texts)]
+        self.make_tiny_raw(tok, out_dir, targets)
+        print(f"[download_data] {len(prompts)} synthetic samples -> {out_dir}")
+
+    def _tiny_raw(self):
+        """The tiny set's first draft (the model built if missing): (folder, tokenizer, prompts, targets)."""
         from code.common.llm import tiny
 
         out_dir = paths.data_dir(self.spec.name, "tiny")
@@ -226,13 +266,8 @@ class LLMBenchmark(Benchmark):
         if not (self.checkpoint / "config.json").exists():
             self.download_model()
         self.make_tiny_raw(tok, out_dir)
-        prompts, leads = self.read_raw(tok, out_dir)
-        outs = self._plain_generate(prompts, self.read_extra(tok, out_dir).get("stops"))
-        save_prompts(out_dir / "generate_reference.npz", outs)
-        texts = tok.batch_decode(outs, skip_special_tokens=True)
-        targets = [f"{lead.split('.')[0]}. {t[:max(1, int(len(t) * 0.6))].strip()}" for lead, t in zip(leads, texts)]
-        self.make_tiny_raw(tok, out_dir, targets)
-        print(f"[download_data] {len(prompts)} synthetic samples -> {out_dir}")
+        prompts, targets = self.read_raw(tok, out_dir)
+        return out_dir, tok, prompts, targets
 
     def _plain_generate(self, prompts: Sequence[Sequence[int]], stops: Sequence[Sequence[int]] | None = None
                         ) -> list[list[int]]:
@@ -403,7 +438,7 @@ class LLMBenchmark(Benchmark):
 
     def accuracy(self, accuracy_log: str, out_dir: str) -> dict[str, Any]:
         from code.common.accuracy_text import judge
-        from code.common.fileio import sha256_file, write_text
+        from code.common.fileio import write_text
         from code.common.llm import rouge
 
         idx, tokens, preds, targets = self.decode_log(accuracy_log)
@@ -428,8 +463,9 @@ class LLMBenchmark(Benchmark):
                 f"# {len(idx)} samples; output tokens read as int32; sentence splitting: {rouge.sentence_splitter()}\n"
                 + "".join(f"# {n}\n" for n in notes)
                 + f"# {judged}\n"
-                + ("".join(f"# FAIL: {p}\n" for p in problems) or "# PASS\n")
-                + f"hash={sha256_file(accuracy_log)}\n")
+                + ("".join(f"# FAIL: {p}\n" for p in problems) or "# PASS\n"))
+        # no hash= line: truncate_results appends the log's hash when it truncates it (as the reference's
+        # truncate_accuracy_log.py does); a hash here would mark an untruncated log as done
         write_text(Path(out_dir) / "accuracy.txt", text)
         return {"metrics": report, "passed": not problems, "problems": problems, "text": text,
                 "samples": len(idx), "generate_metrics": getattr(self, "_generate_metrics", None)}

@@ -46,11 +46,28 @@ def _check_test01(f: Findings, t: Path, log, rnd: rounds.Round, rb: rounds.Round
     require(f, t / "accuracy" / "mlperf_log_accuracy.json")
 
 
+def _check_test06(f: Findings, t: Path) -> None:
+    """TEST06 as the checker judges it: verify_accuracy.txt says the first-token check passed (or was skipped:
+    Offline), the EOS check and the sample-length check passed."""
+    va = t / "verify_accuracy.txt"
+    if not require(f, va):
+        return
+    lines = [ln.strip() for ln in va.read_text().splitlines()]
+    failed = [name for name, ok in (
+        ("first token", "First token check pass: True" in lines or "First token check pass: Skipped" in lines),
+        ("EOS", "EOS check pass: True" in lines), ("sample length", "Sample length check pass: True" in lines)) if not ok]
+    if failed:
+        f.error(va, f"TEST06 {', '.join(failed)} check(s) did not pass: rerun make run_audit_test06")
+
+
 def check_test(f: Findings, t: Path, test: str, rnd: rounds.Round, rb: rounds.RoundBenchmark, scen: str,
                conf: dict) -> None:
     """One audit directory <scenario>/<test>."""
     if not t.is_dir():
         f.error(t, f"{test} missing: run make run_audit_{test.lower()} then make update_results")
+        return
+    if test == "TEST06":           # the checker reads verify_accuracy.txt only (no performance check)
+        _check_test06(f, t)
         return
     vp = t / "verify_performance.txt"
     if require(f, vp) and not verdict_line_passed(vp.read_text()):
