@@ -370,8 +370,8 @@ def _stopped(r: GenRequest, tokens: list[int]) -> list[int] | None:
     """The output cut after ``r``'s stop sequence, once the engine's tokens contain it (else None)."""
     from code.common.llm.generation import cut_at_stop, ends_with_stop
 
-    cut = cut_at_stop(tokens, r.stop, r.min_new_tokens) if r.stop else []
-    return cut if r.stop and ends_with_stop(cut, r.stop) and len(cut) >= r.min_new_tokens else None
+    cut = cut_at_stop(tokens, r.stop, r.min_new_tokens)
+    return cut if ends_with_stop(cut, r.stop) and len(cut) >= r.min_new_tokens else None
 
 
 def available(name: str) -> tuple[bool, str]:

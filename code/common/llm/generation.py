@@ -163,12 +163,13 @@ def cut_at_stop(tokens: Sequence[int], stop: Sequence[int], min_new_tokens: int 
     return out
 
 
-def strip_trailing(tokens: Sequence[int], token: int | None) -> list[int]:
-    """``tokens`` without trailing ``token`` (Mixtral's reference reports outputs without their EOS)."""
+def strip_trailing(tokens: Sequence[int], token: int | None, min_len: int = 2) -> list[int]:
+    """``tokens`` without trailing ``token`` (Mixtral's reference reports outputs without their EOS); unchanged
+    when fewer than ``min_len`` would be left (LoadGen's TPOT needs two tokens; shed answers are two EOS)."""
     out = list(tokens)
     while token is not None and out and out[-1] == token:
         out.pop()
-    return out
+    return out if len(out) >= min_len else list(tokens)
 
 
 class Scheduler(GenerationProcessor):

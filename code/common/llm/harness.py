@@ -288,7 +288,7 @@ class LLMBenchmark(Benchmark):
                                       min_new_tokens=gen.min_new_tokens, eos_token_id=cfg.get("eos_token_id"),
                                       pad_token_id=cfg.get("pad_token_id") or 0)
                 out = cut_at_stop(out, stops[i] if stops else (), gen.min_new_tokens)
-                outs.append(strip_trailing(out, eos) if gen.strip_eos and len(strip_trailing(out, eos)) >= 2 else out)
+                outs.append(strip_trailing(out, eos) if gen.strip_eos else out)
                 bar.update()
         return outs
 

@@ -181,9 +181,8 @@ class StreamingSUT:
 
     def _done(self, r: GenRequest, tokens: np.ndarray) -> None:
         lg = self.lg
-        if self.strip_eos:        # never below two tokens (LoadGen's TPOT needs two; shed answers are two EOS)
-            kept = strip_trailing(tokens, self.processors[0].eos_token_id)
-            tokens = kept if len(kept) >= 2 else tokens
+        if self.strip_eos:
+            tokens = strip_trailing(tokens, self.processors[0].eos_token_id)
         a = np.ascontiguousarray(tokens, dtype=np.int32)
         lg.QuerySamplesComplete([lg.QuerySampleResponse(r.qid, a.__array_interface__["data"][0] if a.size else 0,
                                                         a.nbytes, int(a.size))])
