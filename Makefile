@@ -24,7 +24,7 @@ ROUND_ARG := $(if $(strip $(ROUND)),--round=$(strip $(ROUND)))
 VERSION_ARG := $(if $(strip $(ROUND)),--version=$(strip $(ROUND)))
 DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
-.PHONY: prebuild venv build info download_model download_data preprocess_data generate_engines run_harness run \
+.PHONY: prebuild venv build info download_model download_data preprocess_data calibrate generate_engines run_harness run \
         find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 update_results truncate_results export_submission \
         check_submission demo test docs clean bench
 
@@ -58,6 +58,10 @@ download_data: venv
 
 preprocess_data: venv
 	$(MAIN) --action=preprocess_data $(DATA_ARGS) $(RUN_ARGS)
+
+# int8/fp8 Q/DQ models from the official calibration sets (--precision=int8|fp8, --force_calibration)
+calibrate: venv
+	$(MAIN) --action=calibrate $(ROUND_ARG) $(RUN_ARGS)
 
 generate_engines: venv
 	$(MAIN) --action=generate_engines $(ROUND_ARG) $(RUN_ARGS)

@@ -109,6 +109,24 @@ def action_preprocess_data(cli, settings) -> int:
     return 0
 
 
+def action_calibrate(cli, settings) -> int:
+    """int8/fp8 Q/DQ models from the calibration sets (code.common.calibration), once per benchmark,
+    model variant and precision."""
+    from code.common import calibration
+
+    seen = set()
+    for s in settings:
+        key = (s.benchmark, s.model_variant, calibration.precision_to_calibrate(s))
+        if key in seen:
+            continue
+        seen.add(key)
+        for rec in calibration.run(_bench(s), force=cli.get("force_calibration", False)):
+            cs = rec["calibration_set"]
+            print(f"[calibrate] {s.benchmark} {rec['component']}: {cs['inputs_fed']} inputs from "
+                  f"{cs['items']} items of {cs['name']} ({rec['method']}); record key {rec['key']}")
+    return 0
+
+
 def action_generate_engines(cli, settings) -> int:
     for s in settings:
         for p in _bench(s).generate_engines().values():

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
+    from code.common.calibration import CalibrationSet, Recipe
     from code.common.fields import Field
     from code.common.settings import RunSettings
 
@@ -116,6 +118,24 @@ class Benchmark(abc.ABC):
         """Build (or reuse) the engines for settings; return component -> engine path.
 
         Called once per run, in the parent; the child receives the paths (``make_processors``)."""
+
+    # --- quantization (make calibrate; code.common.calibration) ---------------------------
+    def calibration_recipes(self, precision: str) -> dict[str, "Recipe"]:
+        """Component -> how its int8/fp8 engine is quantized. Empty: no recipe yet, so this benchmark's
+        int8/fp8 engines cannot be built (``make calibrate`` says so)."""
+        return {}
+
+    def calibration_set(self) -> "CalibrationSet":
+        """The official calibration list (the tiny variant: a fixed slice of its own data)."""
+        raise NotImplementedError
+
+    def calibration_model(self, component: str) -> Path:
+        """The float ONNX model the component is quantized from."""
+        raise NotImplementedError
+
+    def calibration_feeds(self, component: str, cset: "CalibrationSet") -> Iterable[dict]:
+        """The component's inputs (input name -> array, one dict per step) over the calibration set."""
+        raise NotImplementedError
 
     # --- run ----------------------------------------------------------------------------
     @abc.abstractmethod

@@ -16,7 +16,7 @@ from code.common.backends import NAMES as BACKENDS
 from code.common.errors import did_you_mean
 from code.common.rounds import AUDIT_TESTS, VERSIONS as ROUND_VERSIONS
 
-ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "generate_engines",
+ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "calibrate", "generate_engines",
            "run_harness", "run", "run_audit_harness", "find_performance", "docs")
 # FindPeakPerformance is NVIDIA's spelling of find_performance (run_harness hands it over)
 TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun", "FindPeakPerformance")
@@ -189,6 +189,12 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("force_rebuild", parse_bool, False, "Build every engine this invocation uses again, even when the cache "
           "holds an intact one built from the same model and settings.", flag_value=True, config=False,
           actions=ENGINE_AND_RUN, control=True),
+    Field("force_calibration", parse_bool, False, "calibrate: quantize again even when an intact calibrated model "
+          "from the same model, recipe, calibration list and tool versions exists.", flag_value=True, config=False,
+          actions=("calibrate",), control=True),
+    Field("calibration_dir", parse_str, None, "calibrate: folder holding the calibration set's files (ResNet50: the "
+          "ImageNet validation JPEGs the official list names; SDXL: the reference's calibration captions.tsv). "
+          "Default: the benchmark's data folder.", config=False, actions=("calibrate",)),
     Field("find_probe_seconds", parse_float, 10.0, "find_performance: length of each probe run.", unit="s",
           config=False, actions=TUNE, control=True, minimum=0.1),
     Field("find_confirm_seconds", parse_float, 60.0, "find_performance: length of the Server confirmation run at "
@@ -220,6 +226,9 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("gpu_batch_size", parse_batch_size, 1, "Batch size (or per-component mapping, e.g. clip1:8,unet:8,vae:2)."),
     Field("precision", parse_str, "fp32", "Engine precision (bf16: LLM backends).",
           choices=("fp32", "fp16", "bf16", "int8", "fp8")),
+    Field("calibration_method", parse_str, None, "int8/fp8 calibration: how activation ranges are chosen (default: "
+          "the benchmark's recipe; ONNX Runtime's MinMax, Entropy, Percentile or Distribution calibrator).",
+          choices=("minmax", "entropy", "percentile", "distribution"), actions=("calibrate", "info")),
     Field("gpu_copy_streams", parse_int, 1, "Accepted for NVIDIA-config compatibility; only 1 is supported: each "
           "TensorRT worker copies on its own compute stream, and copies overlap other workers' compute. Use "
           "gpu_inference_streams for more overlap.", minimum=1, maximum=1),

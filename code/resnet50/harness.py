@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from code.common import paths, progress
+from code.common import calibration, paths, progress
 from code.common.backends import EngineSpec, get_backend
 from code.common.backends.base import ModelSource, cpu_spin
 from code.common.benchmark import Benchmark, Processor
@@ -16,11 +16,19 @@ from code.common.errors import MissingDataError
 from code.common.fileio import download, staged_path, write_text
 from code.resnet50 import SPEC, model
 from code.resnet50.accuracy import score
-from code.resnet50.dataset import ImageNetQSL, preprocess_all, preprocess_image, read_val_map
+from code.resnet50.dataset import MEANS, ImageNetQSL, preprocess_all, preprocess_image, read_val_map
 
 VAL_MAP_URL = ("https://raw.githubusercontent.com/mlcommons/inference_results_v0.5/master/closed/NVIDIA/"
                "data_maps/imagenet/val_map.txt")
 TINY_IMAGES = 1024
+# The official calibration list (500 ImageNet validation images), pinned to one mlcommons/inference commit;
+# sha256 of the file at that commit (`git show <commit>:<path> | sha256sum`).
+CAL_COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"
+CAL_LIST = "cal_image_list_option_1.txt"
+CAL_URL = f"https://raw.githubusercontent.com/mlcommons/inference/{CAL_COMMIT}/calibration/ImageNet/{CAL_LIST}"
+CAL_SHA256 = "7662247d1d9407d6cb564268f64c5a4a6cf9f1a34fd2e6cdc3b94dcf278b3dc9"
+TINY_CAL_IMAGES = 128      # the tiny variant calibrates on its first 128 images (a fixed slice of its own set)
+CAL_BATCH = 16
 
 
 class ResNet50Benchmark(Benchmark):
@@ -42,6 +50,13 @@ class ResNet50Benchmark(Benchmark):
         if self.tiny:
             return paths.data_dir("imagenet", "tiny") / "val_map.txt"
         return paths.data_maps_dir() / "imagenet" / "val_map.txt"
+
+    @property
+    def cal_list(self) -> Path:
+        """The calibration list: the official one (data_maps/imagenet/), or the tiny set's slice."""
+        if self.tiny:
+            return paths.data_dir("imagenet", "tiny") / "cal_image_list.txt"
+        return paths.data_maps_dir() / "imagenet" / CAL_LIST
 
     @property
     def crop(self) -> int:
@@ -93,7 +108,8 @@ class ResNet50Benchmark(Benchmark):
             for s in range(0, len(x), 128):
                 labels.extend((net(x[s:s + 128])[0] - 1).tolist())
         write_text(self.val_map, "".join(f"{n} {lab}\n" for n, lab in zip(names, labels)))
-        print(f"[download_data] {TINY_IMAGES} tiny images and {self.val_map}")
+        write_text(self.cal_list, "".join(f"{n}\n" for n in names[:TINY_CAL_IMAGES]))
+        print(f"[download_data] {TINY_IMAGES} tiny images, {self.val_map} and {self.cal_list}")
 
     def preprocess_data(self) -> None:
         names, _ = read_val_map(self.val_map, self.fix("download_data"))
@@ -119,9 +135,46 @@ class ResNet50Benchmark(Benchmark):
 
     def generate_engines(self) -> dict[str, str]:
         s = self.settings
-        path = get_or_build(get_backend(s.backend), ModelSource(self.onnx_path, fix=self.fix("download_model")), self.engine_spec(),
-                            system_id=s.system_id, benchmark="resnet50", scenario=s.scenario)
+        source, spec = calibration.engine_source(self, "resnet50", ModelSource(self.onnx_path, fix=self.fix("download_model")),
+                                                 self.engine_spec())
+        path = get_or_build(get_backend(s.backend), source, spec, system_id=s.system_id, benchmark="resnet50",
+                            scenario=s.scenario)
         return {"resnet50": str(path)}
+
+    # --- quantization ----------------------------------------------------------------------------
+    def calibration_recipes(self, precision: str) -> dict[str, calibration.Recipe]:
+        """Every conv and the fc in int8 (per-channel weights, per-tensor activations), as NVIDIA's
+        int8 ResNet50 engines run; the softmax and argmax stay float, as do the fc's logits."""
+        if precision != "int8":
+            return {}
+        return {"resnet50": calibration.Recipe("int8", "minmax")}
+
+    def calibration_set(self) -> calibration.CalibrationSet:
+        if self.tiny:
+            return calibration.CalibrationSet.from_list_file(f"tiny ImageNet slice (first {TINY_CAL_IMAGES} images)",
+                                                             self.cal_list, self.fix("download_data"))
+        if not self.cal_list.exists():
+            download(CAL_URL, self.cal_list, sha256=CAL_SHA256, fix='make calibrate RUN_ARGS="--benchmarks=resnet50"')
+        return calibration.CalibrationSet.from_list_file(f"ImageNet {CAL_LIST} (mlcommons/inference@{CAL_COMMIT[:7]})",
+                                                         self.cal_list, f"delete {self.cal_list} and rerun make calibrate "
+                                                         'RUN_ARGS="--benchmarks=resnet50" (it is fetched again)')
+
+    def calibration_model(self, component: str) -> Path:
+        return self.onnx_path()
+
+    def calibration_feeds(self, component: str, cset: calibration.CalibrationSet):
+        """Mean-subtracted float32 batches of the listed images, preprocessed as the evaluation set is.
+        Every listed image must be there (checked before any is read)."""
+        folder = Path(self.settings.calibration_dir or self.image_dir)
+        missing = [n for n in cset.items if not (folder / n).is_file()]
+        if missing:
+            raise MissingDataError(f"{len(missing)} of the {len(cset.items)} calibration images listed in {cset.source} "
+                                   f"are not in {folder} (e.g. {missing[0]})",
+                                   f"put the ImageNet validation JPEGs in {folder}, or pass --calibration_dir=<folder "
+                                   "holding them>" + ("" if not self.tiny else f" ({self.fix('download_data')})"))
+        for i in range(0, len(cset.items), CAL_BATCH):
+            x = np.stack([preprocess_image(folder / n, self.crop) for n in cset.items[i:i + CAL_BATCH]])
+            yield {model.INPUT: x.astype(np.float32) - MEANS}
 
     # --- run -------------------------------------------------------------------------------------
     def make_qsl(self) -> ImageNetQSL:

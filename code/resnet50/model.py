@@ -6,6 +6,7 @@ ImageNet label = argmax - 1) and ``softmax_tensor:0`` (N,1001).
 """
 from __future__ import annotations
 
+import functools
 import json
 import urllib.request
 from pathlib import Path
@@ -20,6 +21,8 @@ ZENODO_RECORD = "4735647"
 ONNX_NAME = "resnet50_v1.onnx"
 TINY_SEED = 20261130
 TINY_CROP = 64
+TINY_CLASSES = 256         # prototype classes of the tiny set (code below: _prototype_head)
+TINY_JITTER = 24           # per-cell colour jitter around a prototype: how many images lie near a class boundary
 REAL_CROP = 224
 
 
@@ -56,43 +59,80 @@ def tiny_torch_model():
 
     torch.manual_seed(TINY_SEED)
     net = ResNet(Bottleneck, [1, 1, 1, 1], num_classes=1001)
-    # Random BN statistics so activations stay O(1) and predictions spread over classes.
+    # Random BN statistics so activations stay O(1).
     g = torch.Generator().manual_seed(TINY_SEED + 1)
     for m in net.modules():
         if isinstance(m, torch.nn.BatchNorm2d):
             m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
             m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
-    _calibrate_head(net)
+    _prototype_head(net)
     return WithArgmax(net).eval()
 
 
-def synthetic_image(rng) -> "np.ndarray":
-    """One seeded synthetic RGB image (HWC uint8, 64-111 px a side): smooth colour field plus noise."""
+@functools.lru_cache(maxsize=1)
+def prototypes() -> tuple["np.ndarray", "np.ndarray"]:
+    """The tiny set's TINY_CLASSES class prototypes (4x4 RGB colour fields) and the ImageNet class
+    (1..1000 in the 1001-way output) each one stands for; seeded."""
+    import numpy as np
+
+    rng = np.random.default_rng(TINY_SEED + 3)
+    return rng.integers(0, 256, size=(TINY_CLASSES, 4, 4, 3)), rng.choice(np.arange(1, 1001), TINY_CLASSES, replace=False)
+
+
+def _render(base, h: int, w: int) -> "np.ndarray":
     import numpy as np
     from PIL import Image
 
+    return np.asarray(Image.fromarray(np.clip(base, 0, 255).astype(np.uint8)).resize((w, h), Image.Resampling.BICUBIC))
+
+
+def synthetic_image(rng) -> "np.ndarray":
+    """One seeded synthetic RGB image (HWC uint8, 64-111 px a side): a class prototype's colour field,
+    jittered by up to TINY_JITTER per cell, upsampled, plus pixel noise."""
+    import numpy as np
+
+    protos, _ = prototypes()
+    k = rng.integers(len(protos))
     h, w = rng.integers(64, 112, size=2)
-    base = rng.integers(0, 256, size=(4, 4, 3)).astype(np.uint8)
-    img = np.asarray(Image.fromarray(base).resize((int(w), int(h)), Image.Resampling.BICUBIC))
+    img = _render(protos[k] + rng.integers(-TINY_JITTER, TINY_JITTER + 1, size=(4, 4, 3)), int(h), int(w))
     return np.clip(img.astype(np.int16) + rng.integers(-20, 21, size=img.shape), 0, 255).astype(np.uint8)
 
 
-def _calibrate_head(net) -> None:
-    """Centre the classifier on the mean feature of 256 seeded calibration images (not the eval set).
-    Without it a random network predicts one class for nearly every input; with it predictions
-    spread over hundreds of classes, so top-1 agreement is a meaningful fidelity check."""
+def _prototype_batch():
+    """The prototypes rendered at the crop size, mean-subtracted: a float32 NCHW torch batch."""
     import numpy as np
     import torch
-    from PIL import Image
 
-    rng = np.random.default_rng(TINY_SEED + 2)
+    protos, _ = prototypes()
     means = torch.tensor([123.68, 116.78, 103.94]).view(1, 3, 1, 1)
-    imgs = [np.asarray(Image.fromarray(synthetic_image(rng)).resize((TINY_CROP, TINY_CROP))) for _ in range(256)]
-    x = torch.from_numpy(np.stack(imgs).transpose(0, 3, 1, 2).astype(np.float32)) - means
+    side = int(round(TINY_CROP / 0.875))      # as code.resnet50.dataset.preprocess_image sees an image: the
+    o = (side - TINY_CROP) // 2                # short side scaled to crop/0.875, then the centre crop
+    imgs = [_render(p, side, side)[o:o + TINY_CROP, o:o + TINY_CROP] for p in protos]
+    return torch.from_numpy(np.stack(imgs).transpose(0, 3, 1, 2).astype(np.float32)) - means
+
+
+def _prototype_head(net) -> None:
+    """Make the classifier a nearest-prototype one: the row of each prototype's class is the unit
+    direction of its (centred) feature, scaled; the other classes' rows shrink to near zero.
+
+    A random head on a random trunk predicts by margins far below any quantization noise (int8 agreed
+    with fp32 on 76% of images), unlike a trained ResNet50, whose top-1 stands well clear. With this
+    head the tiny model behaves like a trained one: predictions spread over ~250 classes, images near
+    a class boundary are rare (the jitter sets how rare), so int8-vs-fp32 top-1 agreement means what
+    it means for the real model."""
+    import numpy as np
+    import torch
+
+    _, classes = prototypes()
+    x = _prototype_batch()
     trunk = torch.nn.Sequential(*list(net.children())[:-1]).eval()
     with torch.no_grad():
-        mu = trunk(x).flatten(1).mean(0)
-        net.fc.bias.sub_(net.fc.weight @ mu)
+        f = trunk(x).flatten(1)
+        mu = f.mean(0)
+        c = f - mu
+        net.fc.weight.mul_(0.01)
+        net.fc.weight[torch.from_numpy(classes)] = c / c.norm(dim=1, keepdim=True) * 10
+        net.fc.bias.copy_(-(net.fc.weight @ mu))
 
 
 def _with_argmax():
@@ -129,7 +169,8 @@ def build_tiny(model_dir: Path, log=print) -> Path:
                           dynamic_axes={INPUT: {0: "batch"}, OUTPUTS[0]: {0: "batch"}, OUTPUTS[1]: {0: "batch"}},
                           opset_version=17, dynamo=False)
     write_json(model_dir / "model.json", {"variant": "tiny", "seed": TINY_SEED, "crop": TINY_CROP,
-                                          "arch": "ResNet(Bottleneck,[1,1,1,1]) 1001 classes"})
+                                          "arch": "ResNet(Bottleneck,[1,1,1,1]) 1001 classes",
+                                          "head": f"nearest prototype, {TINY_CLASSES} classes"})
     log(f"[download_model] built tiny resnet50 -> {dest}")
     return dest
 

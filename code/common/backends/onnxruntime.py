@@ -58,17 +58,35 @@ class OrtEngine(Engine):
         return dict(zip(self.output_names, outs))
 
 
+def has_qdq(onnx_path: str) -> bool:
+    """Whether the model carries QuantizeLinear/DequantizeLinear nodes (an explicitly quantized model)."""
+    import onnx
+
+    g = onnx.load(onnx_path, load_external_data=False).graph
+    return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in g.node)
+
+
 class OnnxRuntimeBackend(Backend):
+    """fp32, and int8 from a Q/DQ model (``make calibrate``): ORT's graph optimisation fuses the
+    Q/DQ pairs around Conv/MatMul into its int8 kernels (QLinearConv, MatMulIntegerToFloat, ...)."""
+
     name = "onnxruntime"
     short = "ORT"
     engine_suffix = ".onnx"
     library = "onnxruntime"
+    precisions = ("fp32", "int8")
 
     def build(self, onnx_path: str, engine_path: str, spec: EngineSpec) -> None:
         """Run ORT's full graph optimisation once and save the result as the engine."""
         import onnxruntime as ort
 
         self.check_precision(spec.precision, spec.name)
+        if spec.precision == "int8" and not has_qdq(onnx_path):
+            from code.common.errors import HarnessError
+
+            raise HarnessError(f"int8 {spec.name} needs an explicitly quantized (Q/DQ) model; {onnx_path} has no "
+                               "QuantizeLinear/DequantizeLinear nodes", "make calibrate RUN_ARGS=\"--benchmarks=... "
+                               "--precision=int8\", then generate the engines again", 3)
         so = session_options(spec, optimized_model_path=engine_path)
         ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
         if not os.path.exists(engine_path):
