@@ -170,7 +170,7 @@ def _ort_quantize(src: Path, dst: Path, ranges: Path, reader, recipe: Recipe, ke
               "percentile": CalibrationMethod.Percentile, "distribution": CalibrationMethod.Distribution}[recipe.method]
     extra = {"ActivationSymmetric": target != "onnxruntime", "WeightSymmetric": True, "QuantizeBias": False,
              "MatMulConstBOnly": True, "OpTypesToExcludeOutputQuantization": list(recipe.float_outputs),
-             "CalibPercentile": recipe.percentile, "CalibMaxIntermediateOutputs": 16}
+             "CalibPercentile": recipe.percentile}
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)          # ORT's "consider pre-processing" advice on every call
@@ -222,7 +222,7 @@ def calibrate(src: Path, out: Path, recipe: Recipe, cset: CalibrationSet,
         return rec
     clean_stale_partials(out.parent)
     log(f"[calibrate] {recipe.precision} {out.name}: {len(cset.items)} items of {cset.name}, method {recipe.method}")
-    large = src.stat().st_size > (1 << 30) or any(p.suffix == ".data" for p in src.parent.iterdir())
+    large = src.stat().st_size > (1 << 30) or Path(f"{src}.data").exists()   # external data (the real unet)
     keep = _resolve_keep(src, recipe)
     reader = _Reader(feeds())
     with staged_dir(out) as tmp:
@@ -284,7 +284,8 @@ def calibrated_model(out: Path, precision: str, target: str, fix: str, force_fix
 
 def qdq_summary(path: Path) -> dict:
     """What a Q/DQ model holds, for the record and for checks: node counts, each quantized weight's
-    axis and element type, and which Conv/MatMul/Gemm nodes read no dequantized input."""
+    axis and element type, which Conv/MatMul/Gemm nodes keep float weights, and any Softmax fed by a
+    DequantizeLinear (none should be)."""
     import onnx
     from onnx import numpy_helper  # noqa: F401 - keeps onnx's helpers loaded for external data
 
@@ -301,13 +302,16 @@ def qdq_summary(path: Path) -> dict:
             per_channel = scale is not None and len(scale.dims) == 1 and scale.dims[0] > 1
             weights[n.input[0]] = {"axis": axis if per_channel else None, "dtype": onnx.TensorProto.DataType.Name(
                 inits[n.input[0]].data_type), "shape": list(inits[n.input[0]].dims)}
-    compute = [n for n in g.node if n.op_type in ("Conv", "ConvTranspose", "MatMul", "Gemm")]
-    plain = [n.name for n in compute if not any(producer.get(i) is not None and producer[i].op_type == "DequantizeLinear"
-                                                for i in n.input)]
-    softmax_q = [n.name for n in g.node if n.op_type == "Softmax"
-                 and any(producer.get(i) is not None and producer[i].op_type == "DequantizeLinear" for i in n.input)]
+    def from_dq(name: str) -> bool:
+        return producer.get(name) is not None and producer[name].op_type == "DequantizeLinear"
+
+    # a compute node runs quantized when its weight (input 1) is a dequantized int8/fp8 constant
+    compute = [n for n in g.node if n.op_type in ("Conv", "ConvTranspose", "MatMul", "Gemm") and len(n.input) > 1]
+    weighted = [n for n in compute if n.input[1] in inits or from_dq(n.input[1])]
+    plain = [n.name for n in weighted if not from_dq(n.input[1])]
+    softmax_q = [n.name for n in g.node if n.op_type == "Softmax" and any(from_dq(i) for i in n.input)]
     return {"quantize_nodes": sum(n.op_type == "QuantizeLinear" for n in g.node), "dequantize_nodes": len(dq),
-            "quantized_weights": len(weights), "weights": weights, "unquantized_compute_nodes": plain,
+            "quantized_weights": len(weights), "weights": weights, "float_weight_nodes": plain,
             "quantized_softmax_nodes": softmax_q}
 
 

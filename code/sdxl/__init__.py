@@ -17,7 +17,7 @@ SPEC = BenchmarkSpec(
     impl="code.sdxl.harness:SDXLBenchmark",
     fields=(
         Field("sdxl_vae_precision", parse_str, "fp32", "VAE decoder engine precision (TensorRT); the CLIPs are "
-              "always fp16 and the unet follows --precision.", choices=("fp32", "fp16", "int8"),
+              "always fp16 and the unet follows --precision (int8/fp8: calibrated, make calibrate).", choices=("fp32", "fp16"),
               benchmarks=("sdxl",)),
         Field("sdxl_sample_count", parse_int, 0,
               "Use only the first N captions (0: all). A subset is never valid for submission.",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from code.common.errors import HarnessError, MissingDataError
 from code.common.fileio import download, git_blob_sha1, sha256_file, staged_path, write_json, write_text
-from code.sdxl.constants import HF_MODEL_ID, TINY_SAMPLES, TINY_SEED, latent_side
+from code.sdxl.constants import HF_MODEL_ID, TINY_CAL_CAPTIONS, TINY_SAMPLES, TINY_SEED, latent_side
 
 INFERENCE_COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"
 RAW_BASE = f"https://raw.githubusercontent.com/mlcommons/inference/{INFERENCE_COMMIT}/"
@@ -119,8 +119,70 @@ def make_tiny_data(dest_dir: Path, data_dir: str | None, real_dir: Path, n: int 
             np.save(f, make_latent(latent_side("tiny")))
     # Compliance image ids: the first 10, so that runs on a prefix (--sdxl_sample_count >= 10) keep all.
     write_text(dest_dir / "sample_ids.txt", "".join(f"{i}\n" for i in range(min(10, len(rows)))))
+    # The tiny calibration list: the ids of its first TINY_CAL_CAPTIONS captions (a fixed slice of its own set).
+    write_text(dest_dir / CAL_LIST, "".join(f"{r['id']}\n" for r in rows[:TINY_CAL_CAPTIONS]))
     write_json(dest_dir / "SOURCE.json", {"captions": origin, "latent": "randn_tensor seed 0", "count": len(rows)})
     log(f"[sdxl] tiny data: {origin} -> {dest_dir}")
+
+
+# --- calibration ---------------------------------------------------------------------------------------
+
+CAL_LIST = "coco_cal_captions_list.txt"          # the official list: 500 COCO-2014 train caption ids
+CAL_CAPTIONS = "calibration_captions.tsv"        # id + caption of each listed id, built here once
+# The annotations the reference's text_to_image/tools/coco_calibration.py reads the captions from, with the
+# sha256 it pins for the archive.
+COCO_ANNOTATIONS_URL = "https://s3.amazonaws.com/images.cocodataset.org/annotations/annotations_trainval2014.zip"
+COCO_ANNOTATIONS_SHA256 = "031296bbc80c45a1d1f76bf9a90ead27e94e99ec629208449507a4917a3bf009"
+CAL_FIX = 'make calibrate RUN_ARGS="--benchmarks=sdxl" (or --calibration_dir=<folder with the reference\'s captions.tsv>)'
+
+
+def calibration_captions(raw_dir: Path, ids: list[str], calibration_dir: str | None, log=print) -> dict[str, str]:
+    """Caption id -> caption for the official calibration ids, as the reference's coco_calibration.py
+    selects them (captions_train2014.json rows whose id is listed, newlines removed, stripped). Read from
+    the reference's own output (``captions.tsv`` in --calibration_dir, or raw_dir/calibration/), else
+    from our earlier extraction (raw_dir/calibration_captions.tsv), else extracted from the COCO
+    annotations archive, downloaded sha256-checked."""
+    import csv
+    import io
+    import zipfile
+
+    for tsv in ([Path(calibration_dir) / "captions.tsv"] if calibration_dir else []) + \
+            [raw_dir / "calibration" / "captions.tsv", raw_dir / CAL_CAPTIONS]:
+        if tsv.is_file():
+            from code.sdxl.dataset import read_captions
+
+            got = {r["id"]: r["caption"] for r in read_captions(tsv)}
+            missing = [i for i in ids if i not in got]
+            if missing:
+                raise MissingDataError(f"{len(missing)} of the {len(ids)} calibration caption ids are not in {tsv} "
+                                       f"(e.g. id {missing[0]})", f"remove {tsv} and rerun {CAL_FIX}")
+            return {i: got[i] for i in ids}
+    if calibration_dir:
+        raise MissingDataError(f"no captions.tsv in --calibration_dir={calibration_dir}",
+                               "point it at the folder coco_calibration.py wrote (<dataset-dir>/calibration), or drop "
+                               "the flag to extract the captions from the COCO annotations")
+    archive = raw_dir / "annotations_trainval2014.zip"
+    log(f"[sdxl] calibration captions: extracting {len(ids)} ids from {COCO_ANNOTATIONS_URL}")
+    download(COCO_ANNOTATIONS_URL, archive, sha256=COCO_ANNOTATIONS_SHA256, fix=CAL_FIX)
+    try:
+        with zipfile.ZipFile(archive) as z, z.open("annotations/captions_train2014.json") as f:
+            anns = json.load(f)["annotations"]
+    except (zipfile.BadZipFile, KeyError, ValueError) as e:
+        archive.unlink(missing_ok=True)
+        raise MissingDataError(f"{archive} is not the COCO 2014 annotations archive ({type(e).__name__})", CAL_FIX) from None
+    want = set(ids)
+    got = {str(a["id"]): a["caption"].replace("\n", "").strip() for a in anns if str(a["id"]) in want}
+    missing = [i for i in ids if i not in got]
+    if missing:
+        raise MissingDataError(f"{len(missing)} calibration caption ids are not in captions_train2014.json "
+                               f"(e.g. id {missing[0]})", f"check {raw_dir / CAL_LIST} against the official list")
+    buf = io.StringIO()
+    w = csv.writer(buf, delimiter="\t", lineterminator="\n")
+    w.writerow(["id", "caption"])
+    w.writerows([i, got[i]] for i in ids)
+    write_text(raw_dir / CAL_CAPTIONS, buf.getvalue())
+    archive.unlink(missing_ok=True)          # 241 MB, of which the 500 captions were all that was needed
+    return {i: got[i] for i in ids}
 
 
 # --- model -----------------------------------------------------------------------------------------

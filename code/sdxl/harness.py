@@ -12,9 +12,11 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+
+import numpy as np
 from typing import Mapping
 
-from code.common import paths
+from code.common import calibration, paths
 from code.common.backends import EngineSpec, get_backend
 from code.common.backends.base import ModelSource, cpu_spin
 from code.common.benchmark import Benchmark, Processor
@@ -22,7 +24,7 @@ from code.common.engines import get_or_build
 from code.common.errors import HarnessError, MissingDataError
 from code.common.fileio import write_json
 from code.sdxl import SPEC, download, model
-from code.sdxl.constants import COMPONENTS, IMAGE_SIZE, SUBFOLDER, TINY_SEED, VAE_SCALE
+from code.sdxl.constants import COMPONENTS, IMAGE_SIZE, SUBFOLDER, TINY_CAL_CAPTIONS, TINY_SEED, VAE_SCALE
 from code.sdxl.dataset import SDXLData, SDXLQSL, preprocess
 
 
@@ -112,15 +114,17 @@ class SDXLBenchmark(Benchmark):
         return out
 
     def precisions(self) -> dict[str, str]:
-        """Engine precision per component: the CLIPs fp16 (fp32 when --precision=fp32), the unet at
+        """Engine precision per component: the CLIPs fp16 (fp32 when --precision=fp32 or the backend has no fp16), the unet at
         --precision, the vae at sdxl_vae_precision. The backend says whether it builds them."""
         from code.common.backends import backend_class
 
         s = self.settings
-        clip = "fp32" if s.precision == "fp32" else "fp16"
+        # fp16 CLIPs wherever the backend builds fp16 (ONNX Runtime's CPU int8 runs them at fp32)
+        clip = "fp16" if s.precision != "fp32" and "fp16" in backend_class(s.backend).precisions else "fp32"
         out = {"clip1": clip, "clip2": clip, "unet": s.precision, "vae": s.sdxl_vae_precision}
         for c, p in out.items():
-            backend_class(s.backend).check_precision(p, f"SDXL's {c}")
+            if p not in calibration.QUANTIZED:      # int8/fp8: calibration.engine_source checks the backend
+                backend_class(s.backend).check_precision(p, f"SDXL's {c}")
         return out
 
     def engine_specs(self, device_id: int = 0) -> dict[str, EngineSpec]:
@@ -168,13 +172,102 @@ class SDXLBenchmark(Benchmark):
 
     def generate_engines(self) -> dict[str, str]:
         s = self.settings
-        backend = get_backend(s.backend)
         specs, sources = self.engine_specs(), self.sources()
+        for c in COMPONENTS:         # the calibrated unet (int8/fp8) is resolved before any backend is needed
+            sources[c], specs[c] = calibration.engine_source(self, c, sources[c], specs[c])
+        backend = get_backend(s.backend)
         self._pipe = None
         out = {c: str(get_or_build(backend, sources[c], specs[c], system_id=s.system_id, benchmark="sdxl",
                                    scenario=s.scenario)) for c in COMPONENTS}
         self._pipe = None   # the exporter's torch pipeline, if one was loaded
         return out
+
+    # --- quantization ----------------------------------------------------------------------------------
+    # NVIDIA's SDXL recipe (TensorRT Model Optimizer's diffusers example) quantizes the unet's convs and
+    # linear layers and keeps these in higher precision: the first and last convs, the time and added-
+    # condition embeddings, and the residual shortcut convs. Attention's softmax and its activation x
+    # activation matmuls stay float (only MatMuls with constant weights are quantized).
+    UNET_KEEP = (r"conv_in", r"conv_out", r"time_emb", r"time_embedding", r"add_embedding", r"conv_shortcut")
+
+    def calibration_recipes(self, precision: str) -> dict[str, calibration.Recipe]:
+        if precision == "int8":
+            return {"unet": calibration.Recipe("int8", "minmax", keep=self.UNET_KEEP)}
+        if precision == "fp8":          # ORT's float8 calibrator is its Distribution one
+            return {"unet": calibration.Recipe("fp8", "distribution", keep=self.UNET_KEEP)}
+        return {}
+
+    @property
+    def cal_list(self) -> Path:
+        return self.raw_dir / download.CAL_LIST
+
+    def calibration_set(self) -> calibration.CalibrationSet:
+        if self.variant == "tiny":
+            if not self.cal_list.exists():
+                self.download_data()
+            return calibration.CalibrationSet.from_list_file(f"tiny SDXL captions (first {TINY_CAL_CAPTIONS})",
+                                                             self.cal_list, self.fix("download_data"))
+        if not self.cal_list.exists():
+            download.fetch_one(download.CAL_LIST, self.raw_dir, download.local_data_dir(self.settings.data_dir))
+        return calibration.CalibrationSet.from_list_file(
+            f"COCO-2014 {download.CAL_LIST} (mlcommons/inference@{download.INFERENCE_COMMIT[:7]})", self.cal_list,
+            f"delete {self.cal_list} and rerun {download.CAL_FIX}")
+
+    def calibration_model(self, component: str) -> Path:
+        return self.onnx_path(component)
+
+    def calibration_feeds(self, component: str, cset: calibration.CalibrationSet):
+        """The unet's inputs at every one of the 20 steps, for each calibration caption, from the float
+        pipeline (ONNX Runtime engines of the fp32 exports; CUDA when ORT has it): one caption at a
+        time, so memory holds 20 steps, never the whole set."""
+        from code.sdxl.dataset import read_captions, tokenize
+
+        if self.variant == "tiny":
+            rows = {r["id"]: r["caption"] for r in read_captions(self.raw_dir / "captions_source.tsv")}
+            missing = [i for i in cset.items if i not in rows]
+            if missing:
+                raise MissingDataError(f"{len(missing)} calibration caption ids of {cset.source} are not in the tiny "
+                                       f"captions (e.g. {missing[0]})", self.fix("download_data"))
+            captions = [rows[i] for i in cset.items]
+        else:
+            got = download.calibration_captions(self.raw_dir, list(cset.items), self.settings.calibration_dir)
+            captions = [got[i] for i in cset.items]
+        pipe = self._float_pipeline()
+        tok = model.load_tokenizers(self._require_pipeline())
+        ids_1, ids_2 = tokenize(tok[0], captions), tokenize(tok[1], captions)
+        recorded: list[dict] = []
+        pipe.engines["unet"] = _Recording(pipe.engines["unet"], recorded)
+        try:
+            for i in range(len(captions)):
+                hidden, pooled = pipe.encode(ids_1[i:i + 1], ids_2[i:i + 1])
+                pipe.denoise(hidden, pooled)
+                yield from recorded
+                recorded.clear()
+        finally:
+            pipe.close()
+
+    def _float_pipeline(self):
+        """An SDXLPipeline over fp32 ONNX Runtime engines of the exports, batch 1 (built once, cached
+        under build/engines/<system>/sdxl/calibration/)."""
+        import dataclasses
+
+        from code.common.backends.onnxruntime import OnnxRuntimeBackend
+        from code.sdxl.dataset import SDXLData
+        from code.sdxl.pipeline import SDXLPipeline
+
+        ort_backend = OnnxRuntimeBackend()
+        specs, sources = self.engine_specs(), self.sources()
+        engines = {}
+        for c in COMPONENTS:
+            spec = dataclasses.replace(specs[c], precision="fp32", batch_size=2 if c == "unet" else 1,
+                                       extra={"ort_providers": ["CUDAExecutionProvider", "CPUExecutionProvider"]})
+            path = get_or_build(ort_backend, sources[c], spec, system_id=self.settings.system_id, benchmark="sdxl",
+                                scenario="calibration")
+            engines[c] = ort_backend.load(str(path), spec)
+        data = SDXLData(self.pre_dir, self.variant)
+        sched = self.pipeline_dir / "scheduler" / "scheduler_config.json"
+        return SDXLPipeline(engines, latent=data.latent, neg_ids=(data.neg_1, data.neg_2),
+                            batch_sizes={"clip1": 1, "clip2": 1, "unet": 1, "vae": 1}, image_size=self.image_size,
+                            scheduler_config=json.loads(sched.read_text()) if sched.exists() else None)
 
     # --- run -------------------------------------------------------------------------------------------
     def make_qsl(self) -> SDXLQSL:
@@ -208,3 +301,17 @@ class SDXLBenchmark(Benchmark):
                         models_dir=self.model_dir, data_dir=self.raw_dir,
                         image_size=(self.image_size, self.image_size), sample_ids=data.sample_ids, fid_stats=None,
                         entry=self.settings.round_entry())
+
+
+class _Recording:
+    """An engine that also appends a copy of each call's feeds to ``sink`` (the unet's calibration inputs)."""
+
+    def __init__(self, engine, sink: list):
+        self.engine, self.sink = engine, sink
+
+    def infer(self, feeds):
+        self.sink.append({k: np.array(v) for k, v in feeds.items()})
+        return self.engine.infer(feeds)
+
+    def close(self) -> None:
+        self.engine.close()
