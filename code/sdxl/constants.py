@@ -17,7 +17,7 @@ VAE_SCALE = 8
 # Tiny variant dataset: the first TINY_SAMPLES real captions when the real file is at hand, else
 # synthetic ones. AccuracyOnly runs every sample, so this sets the tiny accuracy run's length.
 TINY_SAMPLES = 320
-TINY_CAL_CAPTIONS = 8               # the tiny unet calibrates on its first 8 captions (x 20 steps)
+TINY_CAL_CAPTIONS = 4               # the tiny unet calibrates on its first 4 captions (x 20 steps)
 TINY_SEED = 0
 
 # SDXL base 1.0 scheduler/scheduler_config.json (EulerDiscreteScheduler). Used when a model folder
