@@ -48,37 +48,23 @@ def offline_pair(bench: str, tiny: bool, seconds: float, repeats: int, root: Pat
 
 
 def full_size_resnet(root: Path) -> None:
-    """The full-size architecture with random weights (as scripts/bench_harness.py), random preprocessed
-    data, and a 32-image calibration list with JPEGs where the official list's images would be."""
-    import torch
-    import torchvision
+    """scripts/bench_harness.py's full-size model (random weights) and data, plus a 32-image calibration
+    list with random JPEGs where the official list's images would be."""
     from PIL import Image
 
-    os.environ.update({"MLPERF_BUILD_DIR": str(root / "build"), "MLPERF_SCRATCH_PATH": str(root / "scratch"),
-                       "MLPERF_DATA_MAPS_DIR": str(root / "data_maps")})
-    from code.common import paths
-    from code.resnet50 import harness, model
+    from bench_harness import prepare
 
-    onnx_path = paths.models_dir("resnet50") / model.ONNX_NAME
-    torch.manual_seed(0)
-    net = model.WithArgmax(torchvision.models.resnet50(num_classes=1001)).eval()
-    onnx_path.parent.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export(net, (torch.zeros(1, 3, 224, 224),), str(onnx_path), input_names=[model.INPUT],
-                      output_names=list(model.OUTPUTS), opset_version=17, dynamo=False,
-                      dynamic_axes={model.INPUT: {0: "b"}, model.OUTPUTS[0]: {0: "b"}, model.OUTPUTS[1]: {0: "b"}})
-    maps = paths.data_maps_dir() / "imagenet"
-    maps.mkdir(parents=True, exist_ok=True)
-    (maps / "val_map.txt").write_text("".join(f"ILSVRC2012_val_{i + 1:08d}.JPEG {i % 1000}\n" for i in range(1024)))
+    prepare(root, tiny=False)
+    from code.common import paths
+    from code.resnet50 import harness
+
     rng = np.random.default_rng(0)
     imgs = paths.data_dir("imagenet")
     imgs.mkdir(parents=True, exist_ok=True)
     names = [f"ILSVRC2012_val_{i + 1:08d}.JPEG" for i in range(32)]
     for n in names:
         Image.fromarray(rng.integers(0, 256, (256, 320, 3), dtype=np.uint8)).save(imgs / n)
-    (maps / harness.CAL_LIST).write_text("".join(f"{n}\n" for n in names))
-    pre = paths.preprocessed_dir("imagenet") / "val_uint8_nchw_224.npy"
-    pre.parent.mkdir(parents=True, exist_ok=True)
-    np.save(pre, rng.integers(0, 256, (1024, 3, 224, 224), dtype=np.uint8))
+    (paths.data_maps_dir() / "imagenet" / harness.CAL_LIST).write_text("".join(f"{n}\n" for n in names))
 
 
 def images_of(log_dir: Path) -> dict[int, np.ndarray]:

@@ -77,6 +77,8 @@ def test_resnet50_offline_int8_accuracy(resnet_int8):
     """The tiny labels are the fp32 model's predictions: accuracy is int8-vs-fp32 top-1 agreement."""
     m = resnet_int8["run"]
     assert m["status"] == "ok" and m["precision"] == "int8", m.get("error")
+    rec = _record(resnet_int8["scratch"], "resnet50", "resnet50", "int8")
+    assert m["calibration"]["resnet50"]["key"] == rec["key"] and m["calibration"]["resnet50"]["model"].endswith("model_cpu.onnx")
     agree = m["accuracy"]["metrics"]["acc"]
     print(f"\n[fidelity] tiny ResNet50 int8 vs fp32 top-1 agreement over 1024 images: {agree:.2f}%")
     assert agree >= 99.0
@@ -197,6 +199,7 @@ def test_sdxl_unet_qdq_keeps_nvidia_layers(sdxl_int8):
 def test_sdxl_offline_int8_accuracy(sdxl_int8):
     m = sdxl_int8["run"]
     assert m["status"] == "ok" and m["precision"] == "int8", m.get("error")
+    assert set(m["calibration"]) == {"unet"}
     metrics = m["accuracy"]["metrics"]
     print(f"\n[fidelity] tiny SDXL int8 unet, 12 images: {metrics}")
     assert np.isfinite(metrics["CLIP_SCORE"]) and np.isfinite(metrics["FID_SCORE"])
@@ -304,3 +307,8 @@ def test_config_blocks_quantized_up_to_tensorrt(tiny_resnet, tiny_sdxl, tmp_path
             calibrated.add((bench, precision))
         err = _one_error(run(*args), 2)
         assert "TensorRT, which is not usable here" in err and "make prebuild GPU_EXTRAS=1" in err, (block, err)
+
+
+def test_calibrate_benchmark_without_recipe(harness_env):
+    r = run_main("--action=calibrate", "--benchmarks=bert", *TINY, env=harness_env)
+    _one_error(r, 2, "bert has no int8 calibration recipe yet", "--precision=fp16")

@@ -103,7 +103,7 @@ def test_help_lists_every_cli_field(harness_env):
 
 def test_onnxruntime_rejects_reduced_precision(tiny_resnet):
     r = run_main("--action=generate_engines", "--benchmarks=resnet50", "--model_variant=tiny", "--scenarios=Offline",
-                 "--precision=int8", env=tiny_resnet)
+                 "--precision=fp16", env=tiny_resnet)
     _assert_user_error(r, 2, "fp32", "--precision=fp32")
 
 

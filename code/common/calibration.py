@@ -183,20 +183,27 @@ def _ort_quantize(src: Path, dst: Path, ranges: Path, reader, recipe: Recipe, ke
         root.setLevel(level)
 
 
-def _modelopt_quantize(src: Path, dst: Path, ranges: Path, reader: _Reader, recipe: Recipe, keep: list[str]) -> bool:
-    """fp8 with nvidia-modelopt's ONNX PTQ (NVIDIA's recipe) when it imports; False when it does not."""
+def _modelopt_quantize(src: Path, dst: Path, ranges: Path, reader: _Reader, recipe: Recipe, keep: list[str],
+                       large: bool) -> bool:
+    """fp8 with nvidia-modelopt's ONNX PTQ (NVIDIA's recipe; requirements-gpu.txt) when it imports; False
+    when it does not. Newer releases read the data through ``calibration_data_reader`` (one step at a
+    time); older ones take the whole set as arrays."""
+    import inspect
+
     try:
         from modelopt.onnx.quantization import quantize as mo_quantize
-    except Exception:  # noqa: BLE001 - not installed (requirements-gpu.txt) or a broken install: use ORT
+    except Exception:  # noqa: BLE001 - not installed, or a broken install: ONNX Runtime's float8 QDQ instead
         return False
-    batches = []
-    while (feed := reader.get_next()) is not None:
-        batches.append(feed)
-    if not batches:
-        return True                      # the caller reports the empty set
-    data = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
-    mo_quantize(onnx_path=str(src), quantize_mode="fp8", calibration_data=data, calibration_method="max",
-                nodes_to_exclude=keep, op_types_to_quantize=list(recipe.op_types), output_path=str(dst))
+    kw = dict(onnx_path=str(src), quantize_mode="fp8", calibration_method="max", nodes_to_exclude=keep,
+              op_types_to_quantize=list(recipe.op_types), use_external_data_format=large, output_path=str(dst))
+    if "calibration_data_reader" in inspect.signature(mo_quantize).parameters:
+        kw["calibration_data_reader"] = reader
+    else:
+        batches = list(iter(reader.get_next, None))
+        if not batches:
+            return True                      # the caller reports the empty set
+        kw["calibration_data"] = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+    mo_quantize(**kw)
     write_json(ranges, {"note": "nvidia-modelopt keeps the fp8 scales in the model's Q/DQ nodes"})
     return True
 
@@ -228,7 +235,8 @@ def calibrate(src: Path, out: Path, recipe: Recipe, cset: CalibrationSet,
     with staged_dir(out) as tmp:
         ranges = tmp / RANGES
         tool = "onnxruntime.quantization.quantize_static"
-        if recipe.precision == "fp8" and _modelopt_quantize(src, tmp / MODELS["tensorrt"], ranges, reader, recipe, keep):
+        if recipe.precision == "fp8" and _modelopt_quantize(src, tmp / MODELS["tensorrt"], ranges, reader, recipe, keep,
+                                                                    large):
             tool = "modelopt.onnx.quantization.quantize"
         else:
             for t in targets:        # the first measures the ranges, the second reuses them
@@ -392,3 +400,21 @@ def engine_source(bench, component: str, source, spec):
         cls.check_precision(p, f"{bench.spec.name}'s {component}")
     spec = dataclasses.replace(spec, extra={**spec.extra, "calibration": rec["key"]})
     return ModelSource(lambda m=model: m, fix=calibrate_fix(bench.spec.name, p, s.model_variant, force=True)), spec
+
+
+def of_engines(engines: Mapping[str, str]) -> dict[str, dict]:
+    """For a run's metadata.json: component -> what its engine was calibrated with (from the engine's
+    build record and the calibrated folder's record.json); components built from float models are absent."""
+    out = {}
+    for comp, path in engines.items():
+        try:
+            src = Path(json.loads(Path(f"{path}.json").read_text())["source"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        rec = read_record(src.parent)
+        if rec is None or src.name not in MODELS.values():
+            continue
+        out[comp] = {"key": rec.get("key"), "precision": rec.get("precision"), "method": rec.get("method"),
+                     "tool": rec.get("tool"), "kept": rec.get("kept", []), "model": str(src),
+                     "calibration_set": rec.get("calibration_set")}
+    return out

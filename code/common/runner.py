@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from code.common import explain, paths, scenarios
+from code.common import calibration, explain, paths, scenarios
 from code.common.errors import HarnessError, disk_full
 from code.common.fileio import clean_stale_partials, make_stage_dir, write_json, write_text
 from code.common.loadgen_logs import summarize
@@ -298,6 +298,7 @@ def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, 
         "accuracy": child.get("accuracy"),
         "completed_samples": child.get("completed_samples"),
         "engines": child.get("engines", {}),
+        "calibration": calibration.of_engines(child.get("engines", {})),
         "versions": child.get("versions", {}),
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now().astimezone().isoformat(timespec="seconds"),

@@ -95,9 +95,16 @@ def calibration(meta: dict[str, Any]) -> str:
     precision = str(meta.get("precision") or "fp32")
     name = meta.get("benchmark")
     if precision in ("int8", "fp8"):
-        body = (f"The {precision} engine for {name} is calibrated on the official MLPerf calibration set for "
-                f"this benchmark with the harness's calibration step:\n\n"
-                f"```\nmake calibrate RUN_ARGS=\"--benchmarks={meta.get('benchmark')}\"\n```\n")
+        body = (f"The {precision} engine for {name} is built from an explicitly quantized (Q/DQ) ONNX model "
+                f"calibrated on the official MLPerf calibration set for this benchmark with the harness's "
+                f"calibration step (ONNX Runtime static quantization; per-channel weights, per-tensor "
+                f"activations):\n\n```\nmake calibrate RUN_ARGS=\"--benchmarks={meta.get('benchmark')} "
+                f"--precision={precision}\"\n```\n")
+        for comp, c in sorted((meta.get("calibration") or {}).items()):
+            cs = c.get("calibration_set") or {}
+            body += (f"\n- {comp}: {cs.get('items')} items of {cs.get('name')} (list sha256 {cs.get('list_sha256')}), "
+                     f"{c.get('method')} ranges, {c.get('tool')}; kept in higher precision: "
+                     f"{', '.join(c.get('kept') or []) or 'none'}\n")
     else:
         body = (f"No calibration: {name} runs in {precision}; weights are used as published "
                 f"({'cast to ' + precision if precision != 'fp32' else 'no quantization'}).\n")
