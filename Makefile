@@ -26,7 +26,7 @@ DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
 .PHONY: prebuild venv build info download_model download_data preprocess_data calibrate generate_engines run_harness run \
         find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 update_results truncate_results export_submission \
-        check_submission demo test docs clean bench
+        check_submission demo test docs clean bench add_system doctor
 
 venv: $(STAMP)
 $(STAMP): requirements.txt
@@ -102,6 +102,14 @@ export_submission: venv
 
 check_submission: venv
 	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.check $(VERSION_ARG) $(ARGS)
+
+# register this machine's GPUs as a known system with config blocks: RUN_ARGS="--system_id=... --based_on=..."
+add_system: venv
+	$(MAIN) --action=add_system $(RUN_ARGS)
+
+# one line per check, ok / warn / FAIL with the fix; exit 0 only when nothing FAILs
+doctor: venv
+	@$(MAIN) --action=doctor $(if $(filter command line environment,$(origin BENCHMARKS)),--benchmarks=$(BENCHMARK_LIST)) $(RUN_ARGS)
 
 docs: venv
 	$(MAIN) --action=docs

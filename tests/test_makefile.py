@@ -9,7 +9,7 @@ from tests.conftest import REPO
 
 TARGETS = ["prebuild", "build", "info", "download_model", "download_data", "preprocess_data", "calibrate", "generate_engines",
            "run_harness", "run", "run_audit_harness", "run_audit_test01", "run_audit_test04", "update_results",
-           "truncate_results", "check_submission", "export_submission", "demo", "test", "clean"]
+           "truncate_results", "check_submission", "export_submission", "demo", "test", "clean", "add_system", "doctor"]
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -197,3 +197,17 @@ def action_find_performance(cli, settings) -> int:
     from code.common.tuning import action_find_performance as find
 
     return find(cli, settings)
+
+
+def action_add_system(cli, settings) -> int:
+    """Register the detected GPUs as a system (systems/known/<id>.json) with config blocks for it."""
+    from code.common.systems.add import add_system
+
+    return add_system(cli)
+
+
+def action_doctor(cli, settings) -> int:
+    """One line per check (ok / warn / FAIL with the fixing command); exit 0 only when nothing FAILs."""
+    from code.common.doctor import doctor
+
+    return doctor(cli, settings)

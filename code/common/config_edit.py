@@ -57,6 +57,27 @@ def _place(block: dict, s, values: dict[str, Any]) -> None:
     target.update(values)
 
 
+def set_block(path: Path, name: str, block: dict) -> str:
+    """Put top-level block ``name`` = ``block`` into the config file at ``path`` (replaced in place, or
+    appended), every other line as it was; checked by parsing the result. Returns the new text
+    (the caller writes it)."""
+    from code.common.configs import load_file
+
+    data, text = load_file(path)
+    spans = _top_level_spans(text)
+    if name in data:
+        new = text[:spans[name][0]] + json.dumps(block, ensure_ascii=False) + text[spans[name][1]:]
+    else:
+        end = text.rstrip().rfind("}")
+        body = text[:end].rstrip()
+        new = f'{body},\n  "{name}": {json.dumps(block, ensure_ascii=False)}\n' + text[end:]
+    expect = dict(data)
+    expect[name] = block
+    if json.loads(new) != expect:          # the surgery must change exactly that block
+        raise HarnessError(f"{path}: could not rewrite block '{name}' in place", f"add it by hand: {json.dumps(block)}")
+    return new
+
+
 def write_values(s, values: dict[str, Any]) -> tuple[Path, str]:
     """Write ``values`` for RunSettings ``s``; returns (config path, block name)."""
     from code.common.benchmarks import registry
@@ -66,23 +87,13 @@ def write_values(s, values: dict[str, Any]) -> tuple[Path, str]:
     path = config_path(s.benchmark, s.scenario)
     data, text = load_file(path)
     name = s.system_id
-    spans = _top_level_spans(text)
     if name in data:
+        spans = _top_level_spans(text)
         block = json.loads(text[spans[name][0]:spans[name][1]])
-        _place(block, s, values)
-        new = text[:spans[name][0]] + json.dumps(block, ensure_ascii=False) + text[spans[name][1]:]
     else:
-        read_now = pick_block({k: v for k, v in data.items()}, s.system, s.scenario, path)[0]
-        block = {"extends": read_now}
-        _place(block, s, values)
-        end = text.rstrip().rfind("}")
-        body = text[:end].rstrip()
-        new = f'{body},\n  "{name}": {json.dumps(block, ensure_ascii=False)}\n' + text[end:]
-    expect = dict(data)
-    expect[name] = block
-    if json.loads(new) != expect:          # the surgery must change exactly that block
-        raise HarnessError(f"{path}: could not rewrite block '{name}' in place", f"add the values by hand: {values}")
-    write_text(path, new)
+        block = {"extends": pick_block({k: v for k, v in data.items()}, s.system, s.scenario, path)[0]}
+    _place(block, s, values)
+    write_text(path, set_block(path, name, block))
     got = resolve(s.spec, s.scenario, s.system, registry(), {"model_variant": s.model_variant}, s.config_ver,
                   {"backend": (s.backend, "")})[0]
     wrong = {k: got[k] for k, v in values.items() if got.get(k) != v}

@@ -17,7 +17,7 @@ from code.common.errors import did_you_mean
 from code.common.rounds import AUDIT_TESTS, VERSIONS as ROUND_VERSIONS
 
 ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "calibrate", "generate_engines",
-           "run_harness", "run", "run_audit_harness", "find_performance", "docs")
+           "run_harness", "run", "run_audit_harness", "find_performance", "docs", "add_system", "doctor")
 # FindPeakPerformance is NVIDIA's spelling of find_performance (run_harness hands it over)
 TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun", "FindPeakPerformance")
 CONFIG_VERS = ("default", "high_accuracy", "maxq", "triton")
@@ -184,8 +184,16 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("overwrite", parse_bool, False, "Replace the logs of an earlier run in the same --log_dir (otherwise an "
           "existing run folder is an error).", flag_value=True, config=False, actions=RUN, control=True),
     Field("force", parse_bool, False, "Run even when the requested rate is far beyond what this system's config "
-          "expects (the run would generate far more queries than the system can serve in its duration).",
-          flag_value=True, config=False, actions=ENGINE_AND_RUN + ("info",), control=True),
+          "expects (the run would generate far more queries than the system can serve in its duration); "
+          "add_system: replace config blocks edited by hand.",
+          flag_value=True, config=False, actions=ENGINE_AND_RUN + ("info", "add_system"), control=True),
+    Field("system_id", parse_str, None, "add_system: the id to register the detected GPUs under (default: one "
+          "proposed from the GPU name and memory).", config=False, actions=("add_system",), control=True),
+    Field("based_on", parse_str, None, "add_system: the known system id (class, e.g. H100-SXM-80GB) whose config "
+          "blocks the new ones extend (default: the same GPU model if known, else the closest architecture and "
+          "memory).", config=False, actions=("add_system",), control=True),
+    Field("docker", parse_bool, False, "doctor: also check docker and the NVIDIA container runtime (for make "
+          "prebuild).", flag_value=True, config=False, actions=("doctor",), control=True),
     Field("force_rebuild", parse_bool, False, "Build every engine this invocation uses again, even when the cache "
           "holds an intact one built from the same model and settings.", flag_value=True, config=False,
           actions=ENGINE_AND_RUN, control=True),

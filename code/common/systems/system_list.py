@@ -84,47 +84,51 @@ USER_KEYS = ("system_id", "gpu_names", "pci_ids", "arch", "counts", "description
 
 
 def _user_classes() -> list[SystemClass]:
-    """systems/known/*.json, checked field by field (a string where a list belongs, a number where a
-    string belongs, or an empty id is an error naming the file and the key)."""
-    out = []
+    """systems/known/*.json, each checked by ``check_user_entry``."""
+    from code.common.fileio import read_json
+
     d = paths.systems_dir() / "known"
-    for p in sorted(d.glob("*.json")) if d.is_dir() else []:
-        from code.common.fileio import read_json
+    return [check_user_entry(read_json(p, _user_fix(p)), p) for p in (sorted(d.glob("*.json")) if d.is_dir() else [])]
 
-        fix = (f"fix {p}: {{\"system_id\": \"RTX-6000-Ada\", \"gpu_names\": [\"NVIDIA RTX 6000 Ada Generation\"], "
-               "\"pci_ids\": [\"0x26B1\"], \"arch\": \"Ada\", \"counts\": [1, 2]} (README 'Adding a system')")
-        j = read_json(p, fix)
 
-        def bad(key: str, want: str):
-            return HarnessError(f"{p}: '{key}' must be {want}, found {json.dumps(j.get(key))}", fix)
+def _user_fix(p) -> str:
+    return (f"fix {p}: {{\"system_id\": \"RTX-6000-Ada\", \"gpu_names\": [\"NVIDIA RTX 6000 Ada Generation\"], "
+            "\"pci_ids\": [\"0x26B1\"], \"arch\": \"Ada\", \"counts\": [1, 2]} (README 'Adding a system')")
 
-        for k in j:
-            if k not in USER_KEYS:
-                from code.common.errors import did_you_mean
 
-                raise HarnessError(f"{p}: unknown key '{k}'{did_you_mean(k, USER_KEYS)}", fix)
-        sid = j.get("system_id")
-        if not isinstance(sid, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", sid):
-            raise bad("system_id", "a non-empty name of letters, digits, '-', '_' or '.'")
-        for key in ("gpu_names", "pci_ids"):
-            v = j.get(key, [])
-            if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
-                raise bad(key, "a list of strings")
-        if not j.get("gpu_names") and not j.get("pci_ids"):
-            raise HarnessError(f"{p}: needs 'gpu_names' or 'pci_ids' to match a GPU", fix)
-        for x in j.get("pci_ids", []):
-            if not re.fullmatch(r"(0x)?[0-9a-fA-F]{4}([0-9a-fA-F]{4})?", x.strip()):
-                raise bad("pci_ids", 'a list of PCI device ids such as "0x2335" or "0x233510DE"')
-        counts = j.get("counts")
-        if not isinstance(counts, list) or not counts or not all(type(c) is int and c >= 1 for c in counts):
-            raise bad("counts", "a list of GPU counts such as [1, 2, 4, 8]")
-        arch = j.get("arch", "unknown")
-        if arch != "unknown" and arch not in ARCHS:
-            raise bad("arch", f"one of {', '.join(ARCHS)}")
-        out.append(SystemClass(sid, tuple(j.get("gpu_names", ())),
-                               tuple(x.strip().lower().replace("0x", "")[:4] for x in j.get("pci_ids", ())),
-                               arch, tuple(counts)))
-    return out
+def check_user_entry(j: dict, p) -> SystemClass:
+    """One systems/known entry, checked field by field (a string where a list belongs, a number where a
+    string belongs, or an empty id is an error naming the file and the key)."""
+    fix = _user_fix(p)
+
+    def bad(key: str, want: str):
+        return HarnessError(f"{p}: '{key}' must be {want}, found {json.dumps(j.get(key))}", fix)
+
+    for k in j:
+        if k not in USER_KEYS:
+            from code.common.errors import did_you_mean
+
+            raise HarnessError(f"{p}: unknown key '{k}'{did_you_mean(k, USER_KEYS)}", fix)
+    sid = j.get("system_id")
+    if not isinstance(sid, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", sid):
+        raise bad("system_id", "a non-empty name of letters, digits, '-', '_' or '.'")
+    for key in ("gpu_names", "pci_ids"):
+        v = j.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
+            raise bad(key, "a list of strings")
+    if not j.get("gpu_names") and not j.get("pci_ids"):
+        raise HarnessError(f"{p}: needs 'gpu_names' or 'pci_ids' to match a GPU", fix)
+    for x in j.get("pci_ids", []):
+        if not re.fullmatch(r"(0x)?[0-9a-fA-F]{4}([0-9a-fA-F]{4})?", x.strip()):
+            raise bad("pci_ids", 'a list of PCI device ids such as "0x2335" or "0x233510DE"')
+    counts = j.get("counts")
+    if not isinstance(counts, list) or not counts or not all(type(c) is int and c >= 1 for c in counts):
+        raise bad("counts", "a list of GPU counts such as [1, 2, 4, 8]")
+    arch = j.get("arch", "unknown")
+    if arch != "unknown" and arch not in ARCHS:
+        raise bad("arch", f"one of {', '.join(ARCHS)}")
+    return SystemClass(sid, tuple(j.get("gpu_names", ())),
+                       tuple(x.strip().lower().replace("0x", "")[:4] for x in j.get("pci_ids", ())), arch, tuple(counts))
 
 
 @dataclasses.dataclass(frozen=True)
