@@ -36,6 +36,14 @@ $(STAMP): requirements.txt
 	  $(PY) -m pip install -q --disable-pip-version-check -r requirements.txt && echo "$(REQ_SHA)" > $(STAMP); \
 	fi
 
+# DOCKER=1: build the image and start a container (code.common.docker; DRY_RUN=1 prints the docker commands).
+# Otherwise the native .venv, plus GPU_EXTRAS / LLM_EXTRAS.
+DOCKER ?=
+DRY_RUN ?=
+ifeq ($(DOCKER),1)
+prebuild:
+	@DRY_RUN=$(DRY_RUN) $(PYTHON_SYS) -m code.common.docker
+else
 prebuild: venv
 	@if [ -n "$(GPU_EXTRAS)" ]; then $(PY) -m pip install -q -r requirements-gpu.txt; fi
 	@if [ -n "$(LLM_EXTRAS)" ]; then \
@@ -43,6 +51,7 @@ prebuild: venv
 	    echo "error: LLM_EXTRAS=$(LLM_EXTRAS) is not in requirements-llm-gpu.txt"; \
 	    echo "  fix: use LLM_EXTRAS=vllm or LLM_EXTRAS=tensorrt_llm"; exit 2; }; \
 	  $(PY) -m pip install -q "$$pin" --extra-index-url https://pypi.nvidia.com; fi
+endif
 
 build: prebuild
 	$(MAIN) --action=build
