@@ -85,8 +85,8 @@ class OnnxRuntimeBackend(Backend):
             from code.common.errors import HarnessError
 
             raise HarnessError(f"int8 {spec.name} needs an explicitly quantized (Q/DQ) model; {onnx_path} has no "
-                               "QuantizeLinear/DequantizeLinear nodes", "benchmarks with a calibration recipe (resnet50, "
-                               "sdxl) get one from make calibrate; the others run --precision=fp32 here", 3)
+                               "QuantizeLinear/DequantizeLinear nodes", "make calibrate RUN_ARGS=\"--benchmarks=<it>\" makes one "
+                               "where the benchmark has a calibration recipe; otherwise use --precision=fp32", 3)
         so = session_options(spec, optimized_model_path=engine_path)
         ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
         if not os.path.exists(engine_path):
