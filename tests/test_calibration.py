@@ -312,3 +312,56 @@ def test_config_blocks_quantized_up_to_tensorrt(tiny_resnet, tiny_sdxl, tmp_path
 def test_calibrate_benchmark_without_recipe(harness_env):
     r = run_main("--action=calibrate", "--benchmarks=bert", *TINY, env=harness_env)
     _one_error(r, 2, "bert has no int8 calibration recipe yet", "--precision=fp16")
+
+
+# --- the real calibration sets' download paths, against a local server ------------------------------------
+def test_resnet50_official_list_fetched_pinned(harness_env, tmp_path, mirror, monkeypatch):
+    """The reference variant fetches cal_image_list_option_1.txt from the pinned commit (served locally,
+    its pin swapped for the served bytes' sha256) and reads it as the calibration set."""
+    import hashlib
+
+    from code.main import plan
+    from code.resnet50 import harness
+
+    body = b"".join(f"ILSVRC2012_val_{i:08d}.JPEG\n".encode() for i in (27145, 42168, 41705))
+    mirror.routes[route(harness.CAL_URL)] = body
+    monkeypatch.setattr(harness, "CAL_SHA256", hashlib.sha256(body).hexdigest())
+    monkeypatch.setenv("MLPERF_DATA_MAPS_DIR", str(tmp_path / "maps"))
+    s = plan(["--action=calibrate", "--benchmarks=resnet50"])[1][0]
+    cset = harness.ResNet50Benchmark(s).calibration_set()
+    assert cset.items == ("ILSVRC2012_val_00027145.JPEG", "ILSVRC2012_val_00042168.JPEG", "ILSVRC2012_val_00041705.JPEG")
+    assert (tmp_path / "maps/imagenet" / harness.CAL_LIST).read_bytes() == body
+    assert cset.list_sha256 == hashlib.sha256(body).hexdigest() and "mlcommons/inference@b66003e" in cset.name
+
+
+def test_sdxl_calibration_captions_from_coco_annotations(tmp_path, mirror, monkeypatch):
+    """Captions of the listed ids come out of COCO's annotations archive (served locally, sha256 pin swapped),
+    cleaned as the reference's coco_calibration.py does; the archive is not kept; the reference's own
+    captions.tsv in --calibration_dir is read instead when given; a missing id is a one-line error."""
+    import hashlib
+    import io
+    import zipfile
+
+    from code.common.errors import MissingDataError
+    from code.sdxl import download
+
+    anns = {"annotations": [{"id": 282, "image_id": 1, "caption": "A cat\non a mat. "},
+                            {"id": 655, "image_id": 2, "caption": " Two dogs."}, {"id": 9, "image_id": 3, "caption": "x"}]}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("annotations/captions_train2014.json", json.dumps(anns))
+    mirror.routes[route(download.COCO_ANNOTATIONS_URL)] = buf.getvalue()
+    monkeypatch.setattr(download, "COCO_ANNOTATIONS_SHA256", hashlib.sha256(buf.getvalue()).hexdigest())
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    got = download.calibration_captions(raw, ["282", "655"], None, log=lambda *_: None)
+    assert got == {"282": "A caton a mat.", "655": "Two dogs."}
+    assert (raw / download.CAL_CAPTIONS).is_file() and not (raw / "annotations_trainval2014.zip").exists()
+    mirror.routes.clear()                               # the extraction is reused, nothing fetched again
+    assert download.calibration_captions(raw, ["655"], None) == {"655": "Two dogs."}
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    (ref / "captions.tsv").write_text("id\timage_id\tcaption\n282\t1\tfrom the reference\n")
+    assert download.calibration_captions(raw, ["282"], str(ref)) == {"282": "from the reference"}
+    with pytest.raises(MissingDataError, match="1 of the 2 calibration caption ids"):
+        download.calibration_captions(raw, ["282", "1919"], str(ref))
