@@ -295,10 +295,8 @@ def qdq_summary(path: Path) -> dict:
     axis and element type, which Conv/MatMul/Gemm nodes keep float weights, and any Softmax fed by a
     DequantizeLinear (none should be)."""
     import onnx
-    from onnx import numpy_helper  # noqa: F401 - keeps onnx's helpers loaded for external data
 
-    m = onnx.load(str(path), load_external_data=False)
-    g = m.graph
+    g = onnx.load(str(path), load_external_data=False).graph
     inits = {i.name: i for i in g.initializer}
     producer = {o: n for n in g.node for o in n.output}
     dq = [n for n in g.node if n.op_type == "DequantizeLinear"]
@@ -310,6 +308,7 @@ def qdq_summary(path: Path) -> dict:
             per_channel = scale is not None and len(scale.dims) == 1 and scale.dims[0] > 1
             weights[n.input[0]] = {"axis": axis if per_channel else None, "dtype": onnx.TensorProto.DataType.Name(
                 inits[n.input[0]].data_type), "shape": list(inits[n.input[0]].dims)}
+
     def from_dq(name: str) -> bool:
         return producer.get(name) is not None and producer[name].op_type == "DequantizeLinear"
 

@@ -251,8 +251,6 @@ class SDXLBenchmark(Benchmark):
         import dataclasses
 
         from code.common.backends.onnxruntime import OnnxRuntimeBackend
-        from code.sdxl.dataset import SDXLData
-        from code.sdxl.pipeline import SDXLPipeline
 
         ort_backend = OnnxRuntimeBackend()
         specs, sources = self.engine_specs(), self.sources()
@@ -263,11 +261,7 @@ class SDXLBenchmark(Benchmark):
             path = get_or_build(ort_backend, sources[c], spec, system_id=self.settings.system_id, benchmark="sdxl",
                                 scenario="calibration")
             engines[c] = ort_backend.load(str(path), spec)
-        data = SDXLData(self.pre_dir, self.variant)
-        sched = self.pipeline_dir / "scheduler" / "scheduler_config.json"
-        return SDXLPipeline(engines, latent=data.latent, neg_ids=(data.neg_1, data.neg_2),
-                            batch_sizes={"clip1": 1, "clip2": 1, "unet": 1, "vae": 1}, image_size=self.image_size,
-                            scheduler_config=json.loads(sched.read_text()) if sched.exists() else None)
+        return self._pipeline(engines, SDXLData(self.pre_dir, self.variant), dict.fromkeys(COMPONENTS, 1))
 
     # --- run -------------------------------------------------------------------------------------------
     def make_qsl(self) -> SDXLQSL:
@@ -276,15 +270,19 @@ class SDXLBenchmark(Benchmark):
         return self.qsl
 
     def make_pipeline(self, engines: Mapping[str, str], device_id: int = 0, data: SDXLData | None = None):
-        from code.sdxl.pipeline import SDXLPipeline
-
-        data = data or self.qsl.data
         backend = get_backend(self.settings.backend)
         specs = self.engine_specs(device_id)
         loaded = {c: backend.load(engines[c], specs[c]) for c in COMPONENTS}
+        return self._pipeline(loaded, data or self.qsl.data, self.batch_sizes())
+
+    def _pipeline(self, loaded: Mapping, data: SDXLData, batch_sizes: Mapping[str, int]):
+        """An SDXLPipeline over loaded engines, with this model's scheduler config and the data's latent
+        and negative prompt."""
+        from code.sdxl.pipeline import SDXLPipeline
+
         sched = self.pipeline_dir / "scheduler" / "scheduler_config.json"
-        return SDXLPipeline(loaded, latent=data.latent, neg_ids=(data.neg_1, data.neg_2),
-                            batch_sizes=self.batch_sizes(), image_size=self.image_size,
+        return SDXLPipeline(loaded, latent=data.latent, neg_ids=(data.neg_1, data.neg_2), batch_sizes=batch_sizes,
+                            image_size=self.image_size,
                             scheduler_config=json.loads(sched.read_text()) if sched.exists() else None)
 
     def make_processors(self, qsl, engines) -> list[Processor]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from code.common import paths
 from code.common.errors import HarnessError, did_you_mean
 from code.common.fileio import write_json, write_text
-from code.common.systems.system_list import ARCHS, KnownSystems, SystemClass, check_user_entry
+from code.common.systems.system_list import KnownSystems, SystemClass, check_user_entry
 
 # Architecture from the marketing name when the GPU is unknown (newest families first).
 _ARCH_BY_NAME = (("Blackwell", r"\bB\d{2,3}\b|GB\d{3}|Blackwell|RTX PRO"), ("Hopper", r"\bG?H\d{2,3}\b"),
@@ -130,9 +130,8 @@ def add_system(cli: dict, log=print) -> int:
     cls, why = nearest(gpu, cli.get("based_on"))
     new_id = cli.get("system_id") or propose_id(gpu.name, gpu.memory_mb)
     force = bool(cli.get("force"))
-    arch = arch_of(gpu.name) or cls.arch
     entry = {"system_id": new_id, "gpu_names": [gpu.name], "pci_ids": [f"0x{gpu.device_id.upper()}"],
-             "arch": arch if arch in ARCHS else cls.arch, "counts": sorted({1, count}),
+             "arch": arch_of(gpu.name) or cls.arch, "counts": sorted({1, count}),
              "description": f"added by make add_system; config blocks extend {cls.system_id} ({why})"}
     known = paths.systems_dir() / "known" / f"{new_id}.json"
     check_user_entry(entry, known)
