@@ -26,7 +26,7 @@ DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
 .PHONY: prebuild venv build info download_model download_data preprocess_data calibrate generate_engines run_harness run \
         find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 update_results truncate_results export_submission \
-        check_submission demo test docs clean bench add_system doctor
+        check_submission demo test docs clean bench add_system doctor report
 
 venv: $(STAMP)
 $(STAMP): requirements.txt
@@ -119,6 +119,10 @@ add_system: venv
 # one line per check, ok / warn / FAIL with the fix; exit 0 only when nothing FAILs
 doctor: venv
 	@$(MAIN) --action=doctor $(if $(filter command line environment,$(origin BENCHMARKS)),--benchmarks=$(BENCHMARK_LIST)) $(RUN_ARGS)
+
+# build/report/index.html (+ summary.json, summary.md): the latest invocation's runs, or RUN_ARGS="--report_logs=..."
+report: venv
+	@$(MAIN) --action=report $(RUN_ARGS)
 
 docs: venv
 	$(MAIN) --action=docs

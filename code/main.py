@@ -27,7 +27,7 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
                                "make find_performance RUN_ARGS=\"--benchmarks=... --scenarios=...\"")
         cli = {k: v for k, v in cli.items() if k != "test_mode"}
         cli["action"] = action = "find_performance"
-    if action in ("docs", "build", "add_system") or (action == "doctor" and not cli.get("benchmarks")):
+    if action in ("docs", "build", "add_system", "report") or (action == "doctor" and not cli.get("benchmarks")):
         return cli, []
     names = cli.get("benchmarks") or ()
     if not names:

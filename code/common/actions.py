@@ -211,3 +211,10 @@ def action_doctor(cli, settings) -> int:
     from code.common.doctor import doctor
 
     return doctor(cli, settings)
+
+
+def action_report(cli, settings) -> int:
+    """build/report: index.html with the summary table and pictures, summary.json and summary.md."""
+    from code.common.report import report
+
+    return report(cli)

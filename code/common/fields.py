@@ -17,7 +17,7 @@ from code.common.errors import did_you_mean
 from code.common.rounds import AUDIT_TESTS, VERSIONS as ROUND_VERSIONS
 
 ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "calibrate", "generate_engines",
-           "run_harness", "run", "run_audit_harness", "find_performance", "docs", "add_system", "doctor")
+           "run_harness", "run", "run_audit_harness", "find_performance", "docs", "add_system", "doctor", "report")
 # FindPeakPerformance is NVIDIA's spelling of find_performance (run_harness hands it over)
 TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun", "FindPeakPerformance")
 CONFIG_VERS = ("default", "high_accuracy", "maxq", "triton")
@@ -168,7 +168,7 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("benchmarks", parse_list, (), "Benchmarks, comma- or space-separated, or 'all' (aliases accepted: sdxl, "
           "resnet, stable-diffusion-xl, ...).", config=False, control=True),
     Field("scenarios", parse_list, (), "Scenarios, comma-separated, or 'all' (case-insensitive). Default: all the "
-          "benchmark supports.", config=False, actions=ENGINE_AND_RUN + ("info",), control=True),
+          "benchmark supports.", config=False, actions=ENGINE_AND_RUN + ("info", "report"), control=True),
     Field("config_ver", parse_list, ("default",), "Config variants inside each system block, comma-separated, or "
           "'all' (every variant the system's blocks define). high_accuracy selects the 99.9 accuracy target.",
           choices=CONFIG_VERS + (ALL,), config=False, control=True),
@@ -192,6 +192,12 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("based_on", parse_str, None, "add_system: the known system id (class, e.g. H100-SXM-80GB) whose config "
           "blocks the new ones extend (default: the same GPU model if known, else the closest architecture and "
           "memory).", config=False, actions=("add_system",), control=True),
+    Field("report_logs", parse_list, (), "report: run folders, or folders holding runs at any depth (an invocation's "
+          "build/logs/<timestamp>, all of build/logs). Default: the latest make run_harness invocation "
+          "(build/logs/LATEST).", config=False, actions=("report",), control=True),
+    Field("report_dir", parse_str, None, "report: where index.html, summary.json, summary.md and the pictures go "
+          "(default build/report; replaced as a whole, never half-written).", config=False, actions=("report",),
+          control=True),
     Field("docker", parse_bool, False, "doctor: also check docker and the NVIDIA container runtime (for make "
           "prebuild).", flag_value=True, config=False, actions=("doctor",), control=True),
     Field("force_rebuild", parse_bool, False, "Build every engine this invocation uses again, even when the cache "

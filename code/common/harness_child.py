@@ -152,6 +152,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
     lg.DestroyQSL(qsl)
     lg.DestroySUT(sut)
     result["completed_samples"] = sut_impl.completed
+    result["timeline"] = sut_impl.timeline.save(stage)
     if dispatch == "stream":
         result["generation"] = sut_impl.stats()
     if sut_impl.overload is not None:

@@ -35,7 +35,8 @@ def set_latest(path: Path) -> None:
     write_text(paths.logs_dir() / "LATEST", str(path.resolve()) + "\n")
 
 
-def _metric(m: dict) -> str:
+def metric_text(m: dict) -> str:
+    """The headline figure of a performance run, as the tables print it."""
     from code.common import scenarios
 
     tok = m.get("tokens")
@@ -72,7 +73,7 @@ def table(records: Iterable[dict]) -> str:
         result = m.get("result_validity") or "-" if m.get("status") == "ok" else "ERROR"
         rows.append((m.get("system_name", "?"), m.get("benchmark", "?"), m.get("scenario", "?"),
                      m.get("test_mode", "?").replace("Only", ""), result,
-                     _metric(m) if m.get("test_mode") != "AccuracyOnly" else "-", acc_s, "; ".join(note)))
+                     metric_text(m) if m.get("test_mode") != "AccuracyOnly" else "-", acc_s, "; ".join(note)))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -38,6 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from code.common.benchmark import Processor
+from code.common.timeline import Timeline
 
 _STOP = object()
 
@@ -125,6 +126,7 @@ class BatchingSUT:
         self.overload: dict | None = None  # set once, when max_pending is exceeded
         self.shed = 0                    # samples answered empty after the overload
         self._t0: float | None = None   # batcher mode: when LoadGen issued the first sample
+        self.timeline = Timeline()       # per-sample issue / completion times (make report)
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -180,8 +182,9 @@ class BatchingSUT:
                 lg.QuerySamplesComplete([lg.QuerySampleResponse(x.id, 0, 0) for x in shed])
             return
         items = [(s.id, s.index) for s in samples]
+        now = time.monotonic()
         if self.inline:
-            self._run_batches(self.processors[0], items)
+            self._run_batches(self.processors[0], items, now)
         else:
             # Offline: hand out batches in issue order (or sorted by the benchmark's key: BERT groups
             # features of similar length); workers pull as they free up.
@@ -189,7 +192,7 @@ class BatchingSUT:
                 key = self.order_key
                 items.sort(key=lambda it: key(it[1]))
             for start in range(0, len(items), self.batch_size):
-                self.work.put(items[start:start + self.batch_size])
+                self.work.put((now, items[start:start + self.batch_size]))
 
     def flush_queries(self) -> None:
         return None
@@ -221,13 +224,14 @@ class BatchingSUT:
         return out
 
     # --- internals ------------------------------------------------------------------------------
-    def _run_batches(self, proc: Processor, items: list[tuple[int, int]]) -> None:
+    def _run_batches(self, proc: Processor, items: list[tuple[int, int]], issued: float) -> None:
         for start in range(0, len(items), self.batch_size):
-            self._complete(proc, items[start:start + self.batch_size])
+            self._complete(proc, items[start:start + self.batch_size], issued)
 
-    def _complete(self, proc: Processor, batch: list[tuple[int, int]]) -> None:
+    def _complete(self, proc: Processor, batch: list[tuple[int, int]], issued: float | list[float]) -> None:
         """Run one batch and complete every sample in it exactly once, whatever the processor does
-        (an exception, too few outputs, a non-array): LoadGen would otherwise wait forever."""
+        (an exception, too few outputs, a non-array): LoadGen would otherwise wait forever.
+        ``issued``: when the batch's samples reached the SUT (one time, or one per sample)."""
         lg = self.lg
         me = threading.current_thread().name
         self.busy[me] = (time.monotonic(), len(batch))
@@ -249,6 +253,7 @@ class BatchingSUT:
             outs = None
             responses = [lg.QuerySampleResponse(qid, 0, 0) for qid, _ in batch]
         self.busy.pop(me, None)
+        self.timeline.batch(issued, time.monotonic(), len(batch))
         lg.QuerySamplesComplete(responses)
         self.completed += len(batch)
         del outs  # released only after LoadGen has copied what it logs
@@ -256,10 +261,10 @@ class BatchingSUT:
     def _worker(self, proc: Processor) -> None:
         proc.thread_init()
         while True:
-            batch = self.work.get()
-            if batch is _STOP:
+            job = self.work.get()
+            if job is _STOP:
                 return
-            self._complete(proc, batch)
+            self._complete(proc, job[1], job[0])
 
     def _batching_worker(self, proc: Processor) -> None:
         """Server: take a full batch as soon as there is one; otherwise wait until batch_size samples
@@ -286,9 +291,8 @@ class BatchingSUT:
                         break
                 n = min(bs, len(pending))
                 batch = [pending.popleft() for _ in range(n)]
-                for _ in range(n):
-                    self._arrivals.popleft()
+                arrived = [self._arrivals.popleft() for _ in range(n)]
                 if pending and self._idle:
                     cv.notify()          # the rest is another worker's
             if batch:
-                self._complete(proc, [(s.id, s.index) for s in batch])
+                self._complete(proc, [(s.id, s.index) for s in batch], arrived)

@@ -30,6 +30,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from code.common.llm.generation import GenRequest, GenerationProcessor, strip_trailing
+from code.common.timeline import Timeline
 
 
 class StreamingSUT:
@@ -56,6 +57,7 @@ class StreamingSUT:
         self._t0: float | None = None
         self.outputs: dict[int, np.ndarray] | None = None   # set to {} to keep every sample's tokens (tests)
         self._lock = threading.Lock()
+        self.timeline = Timeline()                # per-sample issue / first token / completion (make report)
 
     # --- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -184,6 +186,8 @@ class StreamingSUT:
         if self.strip_eos:
             tokens = strip_trailing(tokens, self.processors[0].eos_token_id)
         a = np.ascontiguousarray(tokens, dtype=np.int32)
+        if r.issued:                              # shed samples (overload) are not timed
+            self.timeline.sample(r.issued, r.first_at or r.issued, time.monotonic(), int(a.size))
         lg.QuerySamplesComplete([lg.QuerySampleResponse(r.qid, a.__array_interface__["data"][0] if a.size else 0,
                                                         a.nbytes, int(a.size))])
         with self._lock:

@@ -72,6 +72,19 @@ class RoundBenchmark:
         return tuple(dict.fromkeys(self.edge_scenarios + self.datacenter_scenarios + self.both_scenarios
                                    + self.optional_scenarios))
 
+    def accuracy_reference(self, metric: str) -> float | None:
+        """The reference model's score behind a target, as the checker's table implies it: the middle of
+        a [min, max] range (SDXL's CLIP and FID, the LLMs' output lengths), a length floor over 0.9, else
+        the target over the variant's fraction (0.99 or 0.999). None for a metric without a target."""
+        lo, hi = self.accuracy_min.get(metric), self.accuracy_max.get(metric)
+        if lo is None:
+            return hi
+        if hi is not None:
+            return (lo + hi) / 2
+        if metric in ("GEN_LEN", "TOKENS_PER_SAMPLE"):
+            return lo / 0.9
+        return lo / (0.999 if self.accuracy_variant == "99.9" else 0.99)
+
     def delta_perc(self, metric: str) -> float:
         """Allowed TEST01 fallback accuracy delta in percent (checker default: 1, or 0.1 for -99.9)."""
         if metric in self.accuracy_delta_perc:

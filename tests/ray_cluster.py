@@ -1,0 +1,233 @@
+"""A real multi-node Ray cluster on 127.0.0.1 for tests (not a test file).
+
+Every node is one ``ray start`` CLI call: the head (``--head``) and N workers
+(``--address=127.0.0.1:<gcs port>``), all on this host, CPU only, no dashboard, a small object
+store and each its own ``--temp-dir`` (Ray 2.60 allows several nodes per host, each with its own
+temp dir; a driver on this host attaches to the head's raylet).
+
+Contracts:
+- Loopback only. On Linux Ray rewrites 127.0.0.1/localhost to the host's routable IP
+  (``services.resolve_ip_for_localhost``) and then binds gRPC servers on ``*``. So ``ray start``
+  runs through ``_SHIM``, which makes ``get_node_ip_address()`` answer 127.0.0.1; every server
+  (GCS, raylet, object manager, agents, workers) then binds 127.0.0.1 only. A driver must do the
+  same: ``DRIVER_ENV`` (for a driver subprocess, set before ``import ray``) or
+  ``loopback_driver()`` (in this process); ``ray.init(address=c.address)`` fails without it.
+- No default port: GCS, dashboard, node/object manager, agent and metrics ports are free ports
+  picked at start; worker ports are random (``--min-worker-port=0 --max-worker-port=0``).
+- Ownership: each ``ray start`` runs in a new session (``start_new_session``); every process of that
+  node (gcs_server, raylet, agents, log monitor, workers, anything an actor spawns) inherits the
+  session id, also after reparenting and ``setproctitle``. ``_procs`` maps session -> node, so
+  ``stop()``/``kill_node()`` kill exactly this cluster's processes; ``ray stop`` is never used.
+  (An environment tag would not do: setproctitle blanks ``/proc/<pid>/environ`` of ``ray::`` procs.)
+- The raylet pid and node id of a node come from that scan: its process named ``raylet``, the id
+  from its ``--node_id=`` argument.
+- ``stop()`` is bounded (SIGKILL, then at most ``timeout`` s of re-scanning) and idempotent; it first
+  disconnects this process's driver if attached here (a driver whose GCS vanishes kills its own
+  process ~60 s later).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+# Environment of every Ray process: no usage stats, no OOM killer (a busy CI machine must not lose
+# workers to it), no `uv run` propagation, and the repo first on sys.path so actors can
+# ``import code.common...``: ray itself imports the stdlib ``code`` module (via pdb) at start, so
+# the repo must precede the stdlib for ``code`` to be this repo's package (sys.path the driver
+# propagates is added too late for that).
+BASE_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_memory_monitor_refresh_ms": "0",
+            "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "PYTHONPATH": str(REPO)}
+# A driver subprocess's environment: makes ray.init resolve 127.0.0.1 to itself (read at import).
+DRIVER_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+_SHIM = ("import sys, ray._private.services as s; s.get_node_ip_address = lambda address=None: '127.0.0.1'; "
+         "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()")
+
+
+def ray_available() -> tuple[bool, str]:
+    """(True, version) when a cluster can be started here, else (False, why) for a skip."""
+    if not sys.platform.startswith("linux"):
+        return False, "LocalRayCluster needs Linux (/proc)"
+    try:
+        import ray
+    except Exception as e:  # noqa: BLE001 - any import failure means "skip"
+        return False, f"ray is not importable: {e!r}"
+    return True, f"ray {ray.__version__}"
+
+
+def loopback_driver() -> None:
+    """Make this process's ray.init treat 127.0.0.1 as this node (what DRIVER_ENV does at import)."""
+    import ray._private.ray_constants as rc
+    rc.ENABLE_RAY_CLUSTER = False
+
+
+def _free_ports(n: int) -> list[int]:
+    """n distinct ports free on 127.0.0.1 right now (all held open at once so they differ)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _procs(sessions: dict[int, str]) -> list[tuple[int, str, list[str]]]:
+    """(pid, node name, argv) of each live, non-zombie process in one of ``sessions`` (sid -> name)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            name = sessions.get(os.getsid(int(d)))
+            if name is None or Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            argv = [a.decode(errors="replace") for a in Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0") if a]
+        except OSError:  # gone meanwhile
+            continue
+        out.append((int(d), name, argv))
+    return out
+
+
+class LocalRayCluster:
+    """``with LocalRayCluster(workers=2) as c: loopback_driver(); ray.init(address=c.address)``.
+
+    Nodes are named "head", "w1".."wN"; each carries the custom resource ``node_<name>: 1`` so
+    actors can be pinned with ``resources={"node_w1": 0.01}``. ``nodes`` entries:
+    {"name", "node_id", "raylet_pid", "resource"}. ``start_times``: name -> seconds its
+    ``ray start`` took (workers start in parallel once the head is up).
+    """
+
+    def __init__(self, workers: int = 2, cpus_per_node: int = 1, head_cpus: int = 1,
+                 object_store_mb: int = 128, env: dict[str, str] | None = None,
+                 system_config: dict[str, Any] | None = None, start_timeout: float = 90.0):
+        self.workers, self.cpus_per_node, self.head_cpus = workers, cpus_per_node, head_cpus
+        self.object_store_mb, self.system_config, self.start_timeout = object_store_mb, system_config, start_timeout
+        self.env = {**os.environ, **BASE_ENV, **(env or {})}
+        self.root = Path(tempfile.mkdtemp(prefix="lrc_"))  # short: unix socket paths are <108 bytes
+        self.address = ""
+        self.nodes: list[dict[str, Any]] = []
+        self.sessions: dict[int, str] = {}  # session id (= pid of its `ray start`) -> node name
+        self.start_times: dict[str, float] = {}
+
+    def __enter__(self) -> "LocalRayCluster":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _cmd(self, name: str) -> list[str]:
+        p = _free_ports(8)
+        cmd = [sys.executable, "-c", _SHIM, "start", "--node-ip-address=127.0.0.1", f"--node-name={name}",
+               f"--num-cpus={self.head_cpus if name == 'head' else self.cpus_per_node}", "--num-gpus=0",
+               f'--resources={{"node_{name}": 1}}', f"--object-store-memory={self.object_store_mb << 20}",
+               f"--temp-dir={self.root / name}", "--disable-usage-stats", "--min-worker-port=0",
+               "--max-worker-port=0", f"--node-manager-port={p[1]}", f"--object-manager-port={p[2]}",
+               f"--dashboard-agent-listen-port={p[3]}", f"--dashboard-agent-grpc-port={p[4]}",
+               f"--runtime-env-agent-port={p[5]}", f"--metrics-export-port={p[6]}"]
+        if name != "head":
+            return cmd + [f"--address={self.address}"]
+        self.address = f"127.0.0.1:{p[0]}"
+        cmd += ["--head", f"--port={p[0]}", "--include-dashboard=false", f"--dashboard-port={p[7]}", "--no-monitor"]
+        return cmd + ([f"--system-config={json.dumps(self.system_config)}"] if self.system_config else [])
+
+    def _launch(self, names: list[str]) -> None:
+        """`ray start` each name concurrently; RuntimeError with its log if one fails or times out."""
+        t0, running = time.monotonic(), {}
+        for n in names:
+            with open(self.root / f"start_{n}.log", "wb") as log:
+                proc = subprocess.Popen(self._cmd(n), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=self.env, cwd=self.root, start_new_session=True)
+            self.sessions[proc.pid] = n
+            running[n] = proc
+        for n, proc in running.items():
+            try:
+                rc: object = proc.wait(timeout=max(1.0, self.start_timeout - (time.monotonic() - t0)))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rc = "timeout"
+            self.start_times[n] = time.monotonic() - t0
+            if rc != 0:
+                log = (self.root / f"start_{n}.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"`ray start` for node {n} failed ({rc}):\n{log}")
+
+    def start(self) -> None:
+        self._launch(["head"])
+        self._launch([f"w{i}" for i in range(1, self.workers + 1)])
+        self.wait_nodes(self.workers + 1, timeout=self.start_timeout)
+        found = {}
+        for pid, name, argv in self.procs():
+            if argv and Path(argv[0]).name == "raylet":
+                nid = next(a.split("=", 1)[1] for a in argv if a.startswith("--node_id="))
+                found[name] = {"name": name, "node_id": nid, "raylet_pid": pid, "resource": f"node_{name}"}
+        self.nodes = [found[n] for n in ["head"] + [f"w{i}" for i in range(1, self.workers + 1)]]
+
+    def procs(self, name: str | None = None) -> list[tuple[int, str, list[str]]]:
+        """(pid, node name, argv) of this cluster's live processes, or of one node's."""
+        return [t for t in _procs(self.sessions) if name is None or t[1] == name]
+
+    def alive_node_ids(self) -> set[str]:
+        """Node ids the GCS reports alive (ray's private GlobalState, what ray.nodes() reads)."""
+        from ray._private import services, state
+        gs = state.GlobalState()
+        gs._initialize_global_state(services._get_gcs_client_options(self.address))
+        try:
+            return {n["NodeID"] for n in gs.node_table() if n["Alive"]}
+        finally:
+            gs.disconnect()
+
+    def wait_nodes(self, n: int, timeout: float = 60.0) -> float:
+        """Wait until exactly n nodes are alive; returns seconds waited, else TimeoutError."""
+        t0 = time.monotonic()
+        while (alive := len(self.alive_node_ids())) != n:
+            if time.monotonic() - t0 > timeout:
+                raise TimeoutError(f"{alive} alive nodes after {timeout}s, wanted {n}")
+            time.sleep(0.2)
+        return time.monotonic() - t0
+
+    def node(self, name: str) -> dict[str, Any]:
+        return next(d for d in self.nodes if d["name"] == name)
+
+    def kill_node(self, name: str, everything: bool = False) -> None:
+        """SIGKILL that node's raylet (the GCS marks the node dead when its health checks fail);
+        everything=True kills all of that node's processes, as losing the machine would."""
+        pids = [p for p, _, _ in self.procs(name)] if everything else [self.node(name)["raylet_pid"]]
+        _kill(pids)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Kill every process of this cluster and remove its temp dirs; bounded and idempotent."""
+        if "ray" in sys.modules:
+            import ray
+            try:
+                if ray.is_initialized() and ray.get_runtime_context().gcs_address.endswith(":" + self.address.split(":")[-1]):
+                    ray.shutdown()
+            except Exception:  # noqa: BLE001 - teardown goes on regardless
+                pass
+        deadline = time.monotonic() + timeout
+        while (pids := [p for p, _, _ in self.procs()]) and time.monotonic() < deadline:
+            _kill(pids)
+            time.sleep(0.1)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

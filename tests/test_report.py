@@ -1,0 +1,197 @@
+"""make report: the summary table, the pictures and SDXL's compliance images, from real tiny runs
+(ResNet50 Offline/Server/accuracy, SDXL accuracy, a Llama2 Offline run with its token timings), checked
+as data (summary.json) and as a person sees it: headless Chromium renders index.html, and the test
+reads the rendered DOM and crops every picture out of the screenshot (kept as
+build/report-test/screenshot.png)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO, offline_samples, run_main
+
+CHROMIUM = next((shutil.which(c) for c in ("chromium", "chromium-browser", "google-chrome") if shutil.which(c)), None)
+SHOT_DIR = REPO / "build" / "report-test"
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_resnet, tiny_sdxl, tiny_llama, tmp_path_factory) -> Path:
+    logs = tmp_path_factory.mktemp("report_logs")
+    tiny = ("--model_variant=tiny", f"--log_dir={logs}")
+    run_main("--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", *offline_samples(512), *tiny,
+             env=tiny_resnet, check=True)
+    run_main("--action=run_harness", "--benchmarks=resnet50", "--scenarios=Server", "--min_duration=2000",
+             "--min_query_count=64", *tiny, env=tiny_resnet, check=True)
+    run_main("--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--test_mode=AccuracyOnly",
+             *tiny, env=tiny_resnet, check=True)
+    run_main("--action=run_harness", "--benchmarks=sdxl", "--scenarios=Offline", "--test_mode=AccuracyOnly",
+             "--sdxl_sample_count=10", "--fast", *tiny, env=tiny_sdxl, check=True)
+    run_main("--action=run_harness", "--benchmarks=llama2_70b", "--scenarios=Offline", *offline_samples(48), *tiny,
+             env=tiny_llama, check=True)
+    return logs
+
+
+@pytest.fixture(scope="module")
+def report(runs, tiny_resnet, tmp_path_factory) -> tuple[Path, dict, str]:
+    out = tmp_path_factory.mktemp("report") / "report"
+    r = run_main("--action=report", f"--report_logs={runs}", f"--report_dir={out}", env=tiny_resnet, check=True)
+    return out, json.loads((out / "summary.json").read_text()), r.stdout
+
+
+def by(summary: dict, benchmark: str, scenario: str, mode: str) -> dict:
+    rows = [r for r in summary["runs"] if (r["benchmark"], r["scenario"], r["mode"]) == (benchmark, scenario, mode)]
+    assert len(rows) == 1, [(r["benchmark"], r["scenario"], r["mode"]) for r in summary["runs"]]
+    return rows[0]
+
+
+def test_report_summary_json_holds_every_run(report):
+    out, summary, stdout = report
+    assert len(summary["runs"]) == 5
+    assert {(r["benchmark"], r["scenario"], r["mode"]) for r in summary["runs"]} == {
+        ("resnet50", "Offline", "Performance"), ("resnet50", "Server", "Performance"),
+        ("resnet50", "Offline", "Accuracy"), ("sdxl", "Offline", "Accuracy"), ("llama2_70b", "Offline", "Performance")}
+    assert f"wrote {out / 'index.html'} (5 run(s)" in stdout
+    md = (out / "summary.md").read_text().splitlines()
+    assert md[0].startswith("| system | benchmark | scenario | mode") and len(md) == 2 + 5
+    assert not list(out.parent.glob("*.partial"))
+
+
+def test_report_resnet50_accuracy_as_percent_of_reference_and_target(report):
+    r = by(report[1], "resnet50", "Offline", "Accuracy")
+    a = next(x for x in r["accuracy"] if x["metric"] == "acc")
+    assert a["reference"] == pytest.approx(76.46) and a["target"] == pytest.approx(76.46 * 0.99)
+    assert a["pct_of_reference"] == pytest.approx(100 * a["value"] / 76.46, abs=1e-3)
+    assert a["pct_of_target"] == pytest.approx(100 * a["value"] / (76.46 * 0.99), abs=1e-3)
+    assert r["validity"] == {True: "PASS", False: "FAIL", None: "-"}[r["accuracy_passed"]]
+    assert r["submission_name"] == "resnet"
+
+
+def test_report_sdxl_accuracy_range_reference(report):
+    r = by(report[1], "sdxl", "Offline", "Accuracy")
+    clip = next(x for x in r["accuracy"] if x["metric"] == "CLIP_SCORE")
+    assert clip["reference"] == pytest.approx((31.68631873 + 31.81331801) / 2)
+    assert clip["upper_limit"] == pytest.approx(31.81331801)
+
+
+def test_report_sdxl_shows_the_compliance_images_with_captions(report):
+    out, summary, _ = report
+    r = by(summary, "sdxl", "Offline", "Accuracy")
+    assert len(r["images"]) == 10 and all(i["caption"] for i in r["images"])
+    assert all((out / "img" / i["file"]).stat().st_size > 0 for i in r["images"])
+
+
+def test_report_performance_runs_have_latency_pictures_matching_loadgen(report):
+    out, summary, _ = report
+    for scen in ("Offline", "Server"):
+        r = by(summary, "resnet50", scen, "Performance")
+        kinds = {p["kind"] for p in r["pictures"]}
+        assert kinds == {"latency-hist", "latency-pct", "throughput"}, kinds
+        s = r["sut_latency_ms"]
+        assert s["samples"] >= 64 and 0 < s["p50"] <= s["p90"] <= s["p99"] <= s["max"]
+        lg = dict(r["loadgen_percentiles_ms"])
+        # the SUT sees each sample after LoadGen issued it and before LoadGen records its completion
+        assert s["p99"] <= lg[99.0] * 1.05 + 1.0, (s, lg)
+        assert all((out / "img" / p["file"]).stat().st_size > 1000 for p in r["pictures"])
+
+
+def test_report_llm_has_ttft_tpot_and_tokens_per_second(report):
+    r = by(report[1], "llama2_70b", "Offline", "Performance")
+    assert {p["kind"] for p in r["pictures"]} == {"latency-hist", "latency-pct", "tokens", "throughput"}
+    t = r["sut_token_latency_ms"]
+    assert 0 < t["ttft_p50"] <= t["ttft_p99"] and 0 < t["tpot_p50"] <= t["tpot_p99"]
+    assert r["tokens"]["tokens_per_second"] > 0
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium); "
+                                             ".ci/run installs it where apt-get works")
+def test_report_page_renders_in_headless_chromium(report, tmp_path):
+    from PIL import Image
+
+    out, summary, _ = report
+    url = (out / "index.html").as_uri()
+    base = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1200"]
+    dom = subprocess.run(base + ["--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    start = dom.index('<pre id="layout"')
+    layout = json.loads(dom[dom.index(">", start) + 1:dom.index("</pre>", start)].replace("&quot;", '"'))
+    imgs = layout["images"]
+    n_pics = sum(len(r["pictures"]) + len(r["images"]) for r in summary["runs"])
+    assert len(imgs) == n_pics and all(i["ok"] and i["w"] > 0 and i["h"] > 0 for i in imgs), imgs
+    assert 'id="summary"' in dom and dom.count("<tr data-run=") == 5
+    for text in ("MLPerf Inference harness report", "resnet", "stable-diffusion-xl", "llama2-70b", "VALID",
+                 "% of reference", "Compliance images (10)"):
+        assert text in dom, text
+    assert '<p id="broken"></p>' in dom           # the page's own check found no broken picture
+
+    SHOT_DIR.mkdir(parents=True, exist_ok=True)
+    shot = SHOT_DIR / "screenshot.png"
+    height = min(int(layout["height"]) + 20, 16000)
+    subprocess.run(base[:-1] + [f"--window-size=1400,{height}", f"--screenshot={shot}", url],
+                   capture_output=True, timeout=120, check=True)
+    page = np.asarray(Image.open(shot).convert("L"), dtype=np.float32)
+    assert page.shape[1] == 1400
+    for i in imgs:                                 # every picture drawn where the DOM says, and not blank
+        x, y, w, h = (int(round(i[k])) for k in ("x", "y", "w", "h"))
+        if y + h > page.shape[0]:
+            continue
+        region = page[y:y + h, x:x + w]
+        assert region.std() > 8, (i["src"], float(region.std()))
+    table = page[int(imgs[0]["y"]) - 40:int(imgs[0]["y"]) - 5] if imgs[0]["y"] > 60 else page[:200]
+    assert table.min() < 100                       # text above the first picture is drawn
+    print(f"report screenshot: {shot} ({page.shape[1]}x{page.shape[0]}, {len(imgs)} pictures)")
+
+
+def test_report_without_runs_is_one_line_error(tiny_resnet, tmp_path):
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    r = run_main("--action=report", f"--report_logs={empty}", f"--report_dir={tmp_path / 'rep'}", env=tiny_resnet)
+    assert r.returncode == 2 and "no runs under" in r.stderr and "fix: make run_harness" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "rep").exists()
+    r = run_main("--action=report", f"--report_logs={tmp_path / 'missing'}", env=tiny_resnet)
+    assert r.returncode == 2 and "is not a folder" in r.stderr
+    r = run_main("--action=report", "--report_log=x", env=tiny_resnet)
+    assert r.returncode == 2 and "report_logs" in r.stderr     # the nearest name
+
+
+def test_report_replaces_an_old_report_whole(report, runs, tiny_resnet):
+    out, _, _ = report
+    (out / "stale.txt").write_text("from an older report")
+    run_main("--action=report", f"--report_logs={runs}", f"--report_dir={out}", "--benchmarks=resnet",
+             "--scenarios=Offline", env=tiny_resnet, check=True)
+    assert not (out / "stale.txt").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert {(r["benchmark"], r["scenario"]) for r in summary["runs"]} == {("resnet50", "Offline")}
+    assert not list(out.parent.glob(".*partial"))
+
+
+def test_timeline_expands_batches_and_llm_samples(tmp_path):
+    from code.common import timeline
+
+    t = timeline.Timeline()
+    t.batch(10.0, 10.5, 3)                      # Offline: one issue time for the batch
+    t.batch([10.1, 10.2], 10.3, 2)              # Server: one arrival per sample
+    a = t.arrays()
+    assert a["issue_s"].tolist() == pytest.approx([0.1, 0.2, 0, 0, 0]) and len(t) == 5
+    assert a["done_s"].tolist() == pytest.approx([0.3, 0.3, 0.5, 0.5, 0.5])
+    assert t.save(tmp_path)["samples"] == 5 and timeline.load(tmp_path)["done_s"].size == 5
+    llm = timeline.Timeline()
+    llm.sample(1.0, 1.2, 2.0, 9)
+    assert set(llm.arrays()) == {"issue_s", "first_s", "done_s", "tokens"}
+    assert timeline.Timeline().save(tmp_path / "none") is None and timeline.load(tmp_path / "none") is None
+
+
+def test_every_round_target_has_a_reference():
+    from code.common.rounds import ROUNDS
+
+    for rnd in ROUNDS.values():
+        for e in rnd.benchmarks.values():
+            for m, lo in e.accuracy_min.items():
+                ref = e.accuracy_reference(m)
+                assert ref and lo <= ref * 1.0000001, (rnd.version, e.name, m)
+                if m in e.accuracy_max:
+                    assert ref <= e.accuracy_max[m]
