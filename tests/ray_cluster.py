@@ -1,29 +1,22 @@
 """A real multi-node Ray cluster on 127.0.0.1 for tests (not a test file).
 
-Every node is one ``ray start`` CLI call: the head (``--head``) and N workers
-(``--address=127.0.0.1:<gcs port>``), all on this host, CPU only, no dashboard, a small object
-store and each its own ``--temp-dir`` (Ray 2.60 allows several nodes per host, each with its own
-temp dir; a driver on this host attaches to the head's raylet).
+One ``ray start`` per node: the head and N workers (``--address=127.0.0.1:<gcs port>``) on this
+host, CPU only, no dashboard, small object store, each its own ``--temp-dir`` (Ray 2.60 takes
+several nodes per host; a driver on this host attaches to the head's raylet).
 
 Contracts:
-- Loopback only. On Linux Ray rewrites 127.0.0.1/localhost to the host's routable IP
-  (``services.resolve_ip_for_localhost``) and then binds gRPC servers on ``*``. So ``ray start``
-  runs through ``_SHIM``, which makes ``get_node_ip_address()`` answer 127.0.0.1; every server
-  (GCS, raylet, object manager, agents, workers) then binds 127.0.0.1 only. A driver must do the
-  same: ``DRIVER_ENV`` (for a driver subprocess, set before ``import ray``) or
-  ``loopback_driver()`` (in this process); ``ray.init(address=c.address)`` fails without it.
-- No default port: GCS, dashboard, node/object manager, agent and metrics ports are free ports
-  picked at start; worker ports are random (``--min-worker-port=0 --max-worker-port=0``).
-- Ownership: each ``ray start`` runs in a new session (``start_new_session``); every process of that
-  node (gcs_server, raylet, agents, log monitor, workers, anything an actor spawns) inherits the
-  session id, also after reparenting and ``setproctitle``. ``_procs`` maps session -> node, so
-  ``stop()``/``kill_node()`` kill exactly this cluster's processes; ``ray stop`` is never used.
-  (An environment tag would not do: setproctitle blanks ``/proc/<pid>/environ`` of ``ray::`` procs.)
-- The raylet pid and node id of a node come from that scan: its process named ``raylet``, the id
-  from its ``--node_id=`` argument.
-- ``stop()`` is bounded (SIGKILL, then at most ``timeout`` s of re-scanning) and idempotent; it first
-  disconnects this process's driver if attached here (a driver whose GCS vanishes kills its own
-  process ~60 s later).
+- Loopback only. On Linux Ray rewrites 127.0.0.1 to the host's routable IP and binds its gRPC
+  servers on ``*``; ``_SHIM`` runs the ray CLI with ``get_node_ip_address()`` answering 127.0.0.1,
+  so every server binds 127.0.0.1 only. A driver needs the same: ``DRIVER_ENV`` (subprocess, read at
+  ``import ray``) or ``loopback_driver()`` (this process); without it ``ray.init`` cannot connect.
+- No default port: every port is picked free at start; worker ports are random (``0``).
+- Ownership: each ``ray start`` runs in a new session; all processes of that node (gcs_server,
+  raylet, agents, log monitor, workers, their children) keep that session id through reparenting
+  and setproctitle (which blanks ``/proc/<pid>/environ``, so an env tag would not do). ``procs()``
+  maps session -> node; ``stop()``/``kill_node()`` kill only those, never ``ray stop``.
+- Raylet pid and node id per node come from that scan (process ``raylet``, its ``--node_id=``).
+- ``stop()`` is bounded (SIGKILL, re-scan for at most ``timeout`` s) and idempotent; it first shuts
+  down this process's driver if attached here (a driver whose GCS vanished exits ~60 s later).
 """
 from __future__ import annotations
 
@@ -40,15 +33,20 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-# Environment of every Ray process: no usage stats, no OOM killer (a busy CI machine must not lose
-# workers to it), no `uv run` propagation, and the repo first on sys.path so actors can
-# ``import code.common...``: ray itself imports the stdlib ``code`` module (via pdb) at start, so
-# the repo must precede the stdlib for ``code`` to be this repo's package (sys.path the driver
-# propagates is added too late for that).
-BASE_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_memory_monitor_refresh_ms": "0",
-            "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "PYTHONPATH": str(REPO)}
+# Environment of every Ray process: no usage stats, no OOM killer (a busy CI box must not lose
+# workers to it), no `uv run` propagation, and PYTHONPATH=repo so actors can ``import code.common``:
+# ray imports the stdlib ``code`` (via pdb) at worker start, so the repo must precede the stdlib
+# (the driver's sys.path that Ray propagates is applied too late).
+# Token auth off: a private cluster that ray.init() once started on this machine leaves ~/.ray/auth_token,
+# which nodes started here would otherwise pick up half of.
+BASE_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_memory_monitor_refresh_ms": "0", "RAY_AUTH_MODE": "disabled",
+            "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 # A driver subprocess's environment: makes ray.init resolve 127.0.0.1 to itself (read at import).
-DRIVER_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+DRIVER_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+# system_config for the head: a dead raylet is marked dead in ~1.2 s instead of ~12-15 s.
+FAST_HEALTH = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 500,
+               "health_check_timeout_ms": 500, "health_check_failure_threshold": 3}
 _SHIM = ("import sys, ray._private.services as s; s.get_node_ip_address = lambda address=None: '127.0.0.1'; "
          "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()")
 
@@ -119,6 +117,7 @@ class LocalRayCluster:
         self.nodes: list[dict[str, Any]] = []
         self.sessions: dict[int, str] = {}  # session id (= pid of its `ray start`) -> node name
         self.start_times: dict[str, float] = {}
+        self.node_env: dict[str, dict[str, str]] = {}     # name -> extra environment of that node
 
     def __enter__(self) -> "LocalRayCluster":
         try:
@@ -152,7 +151,8 @@ class LocalRayCluster:
         for n in names:
             with open(self.root / f"start_{n}.log", "wb") as log:
                 proc = subprocess.Popen(self._cmd(n), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=self.env, cwd=self.root, start_new_session=True)
+                                        env={**self.env, **self.node_env.get(n, {})}, cwd=self.root,
+                                        start_new_session=True)
             self.sessions[proc.pid] = n
             running[n] = proc
         for n, proc in running.items():
@@ -176,6 +176,30 @@ class LocalRayCluster:
                 nid = next(a.split("=", 1)[1] for a in argv if a.startswith("--node_id="))
                 found[name] = {"name": name, "node_id": nid, "raylet_pid": pid, "resource": f"node_{name}"}
         self.nodes = [found[n] for n in ["head"] + [f"w{i}" for i in range(1, self.workers + 1)]]
+
+    def add_node(self, name: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+        """Start one more worker node (its own environment on top of the cluster's) and return its entry."""
+        self.node_env[name] = dict(env or {})
+        alive = len(self.alive_node_ids())
+        self._launch([name])
+        self.wait_nodes(alive + 1, timeout=self.start_timeout)
+        for pid, n, argv in self.procs(name):
+            if argv and Path(argv[0]).name == "raylet":
+                nid = next(a.split("=", 1)[1] for a in argv if a.startswith("--node_id="))
+                entry = {"name": name, "node_id": nid, "raylet_pid": pid, "resource": f"node_{name}"}
+                self.nodes.append(entry)
+                return entry
+        raise RuntimeError(f"node {name} started but has no raylet")
+
+    def remove_node(self, name: str, timeout: float = 30.0) -> None:
+        """Kill every process of that node and wait until the GCS no longer counts it alive."""
+        nid = self.node(name)["node_id"]
+        self.kill_node(name, everything=True)
+        t0 = time.monotonic()
+        while nid in self.alive_node_ids():
+            if time.monotonic() - t0 > timeout:
+                raise TimeoutError(f"node {name} still alive after {timeout}s")
+            time.sleep(0.2)
 
     def procs(self, name: str | None = None) -> list[tuple[int, str, list[str]]]:
         """(pid, node name, argv) of this cluster's live processes, or of one node's."""

@@ -68,9 +68,27 @@ def action_info(cli, settings) -> int:
             if src == "schema default" and not cli.get("verbose"):
                 continue
             print(f"  {k:36s} = {s.values[k]!r:28s} <- {src}")
+    ray_runs = [s for s in settings if s.values.get("executor") == "ray"]
+    if ray_runs:
+        _print_cluster(ray_runs[0])
     if not cli.get("verbose"):
         print("\n(schema defaults hidden; add --verbose to list every setting)")
     return 0
+
+
+def _print_cluster(s) -> None:
+    """executor=ray: the cluster the runs would use, and what they are filed under."""
+    from code.common import ray_executor
+
+    c = ray_executor.connect(s.values.get("ray_address"))
+    print(f"\nRay cluster {s.values.get('ray_address') or '(private, started for each run)'}: {c['node_count']} node(s), "
+          f"{c['gpus']} GPU(s), {c['cpus']:g} CPU(s)")
+    for n in c["nodes"]:
+        actors = n["gpus"] if n["gpus"] else s.values.get("ray_cpu_actors", 1)
+        print(f"  {'head ' if n['head'] else 'node '} {n['address']:15s} {n['hostname'] or '':20s} {n['gpus']} GPU(s), "
+              f"{n['cpus']:g} CPU(s) -> {actors} actor(s)")
+    print(f"results are filed under system {s.system_name} (the submission system describes the whole cluster: "
+          f"number_of_nodes {c['node_count']})")
 
 
 def _filed_as(s) -> str:

@@ -254,6 +254,23 @@ CORE_FIELDS: tuple[Field, ...] = (
           flag_value=True),
     Field("cpu_spin_wait", parse_str, "auto", "ORT idle threads spin-wait (auto: only with one worker).",
           choices=("auto", "on", "off")),
+    # --- where the workers run (code.common.ray_executor) ---
+    Field("executor", parse_str, "local", "Where the SUT's workers run. local: threads in the harness child. ray: one "
+          "Ray actor per GPU on every node of a Ray cluster (ray_cpu_actors on CPU-only nodes), each with its own "
+          "engine; LoadGen stays in the harness child on the head. LLM benchmarks keep their engine's own "
+          "multi-node mode (llm_distributed_backend).", choices=("local", "ray")),
+    Field("ray_address", parse_str, None, "executor=ray: the cluster to join, host:port of its head (as `ray start "
+          "--head` prints), or 'auto' for the cluster started on this machine. Default: a private single-node "
+          "cluster for the run."),
+    Field("ray_cpu_actors", parse_int, 1, "executor=ray: actors per node without GPUs.", minimum=0),
+    Field("ray_actor_cpus", parse_float, 1.0, "executor=ray: CPUs each CPU actor reserves (its engine's threads).",
+          minimum=0.1),
+    Field("ray_max_retries", parse_int, 3, "executor=ray: times one batch is retried on another actor after its "
+          "actor or node died, before the run fails.", minimum=0),
+    Field("ray_ship_engines", parse_bool, False, "executor=ray: send the engines to every node through Ray's object "
+          "store (nodes without a shared build/ folder). Otherwise each node must see them under its own "
+          "build/engines ($MLPERF_BUILD_DIR), and their sha256 is checked on every actor before the run.",
+          flag_value=True),
     Field("server_batch_timeout_ms", parse_float, 2.0, "Server: the batcher sends a partial batch after its oldest "
           "sample has waited this long.", unit="ms", minimum=0),
     # --- LoadGen settings ---

@@ -59,7 +59,7 @@ def main(request_path: str) -> int:
 def run(req: dict, stage: Path, result: dict) -> None:
     import mlperf_loadgen as lg
 
-    from code.common import fast_sizing, monitor, scenarios
+    from code.common import fast_sizing, monitor, ray_executor, scenarios
     from code.common.errors import HarnessError, RunError
     from code.common.benchmarks import implementation, resolve
     from code.common.runner import system_from_json
@@ -94,8 +94,12 @@ def run(req: dict, stage: Path, result: dict) -> None:
     t0 = time.time()
     qsl_impl = bench.make_qsl()
     dispatch = scenarios.dispatch_for(settings.scenario, spec)
+    pool = None
     if dispatch == "stream":           # an LLM: token streaming over generation workers (code.common.llm)
         from code.common.llm.sut import StreamingSUT
+
+        if settings.values.get("executor") == "ray":     # the engine spans the cluster itself
+            result["executor"] = ray_executor.llm_cluster(settings)
 
         procs = bench.null_processors() if control.null_processor else bench.make_processors(qsl_impl, engines)
         gen = bench.generation()
@@ -104,7 +108,11 @@ def run(req: dict, stage: Path, result: dict) -> None:
                                 plant_first_token=control.plant_first_token,
                                 stop=qsl_impl.stop if qsl_impl.stops else None, strip_eos=gen.strip_eos)
     else:
-        if control.null_processor:
+        if settings.values.get("executor") == "ray":     # the workers are Ray actors (code.common.ray_executor)
+            pool = ray_pool(req, settings, engines, stage, result)
+            procs = pool.processors()
+            qsl_impl = ray_executor.RemoteQSL(qsl_impl, pool)
+        elif control.null_processor:
             bs = settings.batch_size() if not isinstance(settings.gpu_batch_size, dict) else 1
             procs = [NullProcessor(bs, control.null_service_ms / 1000) for _ in bench.workers()]
         else:
@@ -149,6 +157,9 @@ def run(req: dict, stage: Path, result: dict) -> None:
     lg.StartTestWithLogSettings(sut, qsl, ts, log)
     mon.stop()
     sut_impl.stop()
+    if pool is not None:
+        result["executor"] = pool.record()
+        pool.close()
     lg.DestroyQSL(qsl)
     lg.DestroySUT(sut)
     result["completed_samples"] = sut_impl.completed
@@ -166,6 +177,25 @@ def run(req: dict, stage: Path, result: dict) -> None:
         raise RuntimeError(cause)
     if control.test_mode == "AccuracyOnly":
         result["accuracy"] = bench.accuracy(str(stage / "mlperf_log_accuracy.json"), str(stage))
+
+
+def ray_pool(req: dict, settings, engines: dict, stage: Path, result: dict):
+    """The run's Ray actors; with none left mid-run, the child ends with the error and the record."""
+    from code.common import monitor, ray_executor
+
+    holder: dict = {}
+
+    def lost(cause: str, fix: str) -> None:
+        if "pool" in holder:
+            result["executor"] = holder["pool"].record()
+        monitor.abort_exit(stage, result, cause, fix)
+    v = settings.values
+    holder["pool"] = ray_executor.Pool(
+        req, engines, address=v.get("ray_address"), cpu_actors=v.get("ray_cpu_actors", 1),
+        actor_cpus=v.get("ray_actor_cpus", 1.0), max_retries=v.get("ray_max_retries", 3),
+        ship_engines=bool(v.get("ray_ship_engines")), on_lost=lost,
+        log=lambda *a, **k: print(*a, flush=True))
+    return holder["pool"]
 
 
 if __name__ == "__main__":

@@ -73,15 +73,21 @@ class Monitor:
 
 def stall_exit(stage: Path, result: dict, stall: dict) -> None:
     """Record the stall as the run's error and end the child now (code STALL_EXIT)."""
+    result["stall"] = stall
+    abort_exit(stage, result,
+               f"watchdog: no sample completed for {stall['seconds']:g} s (limit {stall['limit_s']:g} s) "
+               f"with {stall['issued'] - stall['completed']} outstanding; {stall['state']}",
+               "check the backend and device (a hang in the inference library?); if batches really take "
+               "this long, raise --watchdog_s", tag="watchdog")
+
+
+def abort_exit(stage: Path, result: dict, error: str, fix: str, exit_code: int = 4, tag: str = "run") -> None:
+    """End the child now with ``error`` as the run's result (LoadGen has no abort; its threads would
+    wait forever): child_result.json is written, then the process exits with STALL_EXIT."""
     from code.common.fileio import write_json
 
-    result["stall"] = stall
-    result["error"] = (f"watchdog: no sample completed for {stall['seconds']:g} s (limit {stall['limit_s']:g} s) "
-                       f"with {stall['issued'] - stall['completed']} outstanding; {stall['state']}")
-    result["error_fix"] = ("check the backend and device (a hang in the inference library?); if batches really take "
-                           "this long, raise --watchdog_s")
-    result["error_exit_code"] = 4
-    print(f"[watchdog] {result['error']}", flush=True)
+    result["error"], result["error_fix"], result["error_exit_code"] = error, fix, exit_code
+    print(f"[{tag}] {error}", flush=True)
     try:
         write_json(stage / "child_result.json", result)
     finally:

@@ -31,6 +31,7 @@ class RunControl:
     plant_first_token: bool = False        # TEST ONLY: first-token events carry a wrong token (TEST06 must fail)
     null_processor: bool = False           # benchmarks of the harness itself: no model work
     null_service_ms: float = 0.0           # with null_processor: each batch sleeps this long (a known service rate)
+    slow_batch_ms: float = 0.0             # TEST ONLY (executor=ray): each actor batch takes at least this long
     force_rebuild: bool = False            # engines are built again (code.common.engines.rebuilding)
     find_probe_seconds: float = 10.0       # find_performance (code.common.tuning)
     find_confirm_seconds: float = 60.0

@@ -43,6 +43,7 @@ class WorkerSpec:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     expert_parallel_size: int = 1      # mixture of experts: GPUs the experts are spread over (within tensor parallel)
+    distributed_backend: str = "auto"  # "auto" | "mp" | "ray": how one instance spans its GPUs (ray: over nodes)
     kv_cache_memory_fraction: float = 0.9
     eos_token_id: int | None = None
     extra_eos: tuple[int, ...] = ()    # other ids that end a sequence (a list eos_token_id in config.json)
@@ -180,6 +181,7 @@ class VLLMProcessor(GenerationProcessor):
                           tensor_parallel_size=spec.tensor_parallel_size,
                           pipeline_parallel_size=spec.pipeline_parallel_size,
                           enable_expert_parallel=spec.expert_parallel_size > 1,
+                          distributed_executor_backend=None if spec.distributed_backend == "auto" else spec.distributed_backend,
                           gpu_memory_utilization=spec.kv_cache_memory_fraction, max_num_seqs=spec.max_batch_size,
                           max_num_batched_tokens=spec.max_num_tokens or None, enable_prefix_caching=False,
                           max_model_len=spec.max_context or None, seed=0)
@@ -293,6 +295,8 @@ def _trtllm_llm(model: str, spec: WorkerSpec):
     moe = {"moe_expert_parallel_size": spec.expert_parallel_size,
            "moe_tensor_parallel_size": spec.tensor_parallel_size // spec.expert_parallel_size} \
         if spec.expert_parallel_size > 1 else {}
+    if spec.distributed_backend == "ray":       # Ray instead of MPI spawns the ranks, over the cluster's nodes
+        moe["orchestrator_type"] = "ray"
     return LLM(model=model, tensor_parallel_size=spec.tensor_parallel_size, quant_config=quant, **moe,
                pipeline_parallel_size=spec.pipeline_parallel_size, dtype={"fp32": "float32", "fp16": "float16",
                                                                            "bf16": "bfloat16"}.get(spec.precision, "auto"),

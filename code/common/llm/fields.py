@@ -23,6 +23,10 @@ LLM_FIELDS: tuple[Field, ...] = (
           "parallel); workers = GPUs / (tensor x pipeline parallel size).", minimum=1),
     Field("pipeline_parallel_size", parse_int, 1, "vllm / tensorrt_llm: pipeline-parallel stages per instance.",
           minimum=1),
+    Field("llm_distributed_backend", parse_str, "auto", "vllm / tensorrt_llm: how one model instance spans its GPUs. "
+          "auto: the engine's default (processes on one node); ray: over the Ray cluster (executor=ray, "
+          "ray_address), so tensor x pipeline parallel may span several nodes (vLLM distributed_executor_backend, "
+          "TensorRT-LLM orchestrator_type); mp: processes on one node.", choices=("auto", "mp", "ray")),
     Field("kv_cache_memory_fraction", parse_float, 0.9, "vllm (gpu_memory_utilization) / tensorrt_llm "
           "(free_gpu_memory_fraction): share of GPU memory for weights and KV cache.", minimum=0.05, maximum=1.0),
 )

@@ -386,7 +386,8 @@ class LLMBenchmark(Benchmark):
         pad = cfg.get("pad_token_id")
         gpu = s.system.accelerator == "gpu"
         per = max(1, s.tensor_parallel_size * s.pipeline_parallel_size)
-        if gpu and s.system.gpu_count < per:
+        dist = self.check_distributed(per)
+        if gpu and s.system.gpu_count < per and dist != "ray":
             raise HarnessError(f"tensor_parallel_size {s.tensor_parallel_size} x pipeline_parallel_size "
                                f"{s.pipeline_parallel_size} needs {per} GPUs; {s.system_id} has {s.system.gpu_count}",
                                f"use --tensor_parallel_size={s.system.gpu_count} (or a system block of your own)")
@@ -402,15 +403,37 @@ class LLMBenchmark(Benchmark):
         for i, (d, sl) in enumerate(zip(devs, slices)):
             out.append(WorkerSpec(
                 model_dir=model_dir, precision=s.precision, device=f"cuda:{d}" if gpu else "cpu",
-                gpus=tuple(range(d, d + per)) if gpu else (), max_batch_size=s.batch_size(),
+                gpus=tuple(range(d, d + per)) if gpu and per <= s.system.gpu_count else (),   # else Ray places the ranks max_batch_size=s.batch_size(),
                 batching=s.llm_batching, max_num_tokens=s.llm_max_num_tokens, batch_timeout_s=self.batch_timeout_s(),
                 tensor_parallel_size=s.tensor_parallel_size, pipeline_parallel_size=s.pipeline_parallel_size,
-                expert_parallel_size=ep,
+                expert_parallel_size=ep, distributed_backend=dist,
                 kv_cache_memory_fraction=s.kv_cache_memory_fraction, eos_token_id=eos, extra_eos=extra,
                 pad_token_id=pad if pad is not None else (eos or 0), max_context=self.max_context(),
                 num_beams=gen.num_beams, threads=s.cpu_threads or max(1, cores // len(devs)),
                 cpu_cores=tuple(sl or ()), name=f"gen-worker-{i}"))
         return out
+
+    def check_distributed(self, per: int) -> str:
+        """llm_distributed_backend as the engine gets it; ray needs executor=ray, an engine that spans
+        nodes (vllm, tensorrt_llm) and a cluster with the GPUs tensor x pipeline parallel asks for."""
+        from code.common import ray_executor
+
+        s = self.settings
+        dist = s.values.get("llm_distributed_backend") or "auto"
+        if dist != "ray":
+            return dist
+        if s.values.get("executor") != "ray":
+            raise HarnessError("llm_distributed_backend=ray spans the GPUs of a Ray cluster, but executor is "
+                               f"{s.values.get('executor')}", "add --executor=ray --ray_address=<head>:6379")
+        if s.backend not in ("vllm", "tensorrt_llm"):
+            raise HarnessError(f"llm_distributed_backend=ray needs vllm or tensorrt_llm; --backend={s.backend} runs "
+                               "one process", "use --backend=vllm (or tensorrt_llm), or drop llm_distributed_backend")
+        have = ray_executor.cluster_gpus()
+        if have is not None and have < per:
+            raise HarnessError(f"tensor_parallel_size {s.tensor_parallel_size} x pipeline_parallel_size "
+                               f"{s.pipeline_parallel_size} needs {per} GPUs; the Ray cluster has {have}",
+                               "add GPU nodes to the cluster (ray start --address=<head>:6379), or lower the sizes")
+        return dist
 
     def make_processors(self, qsl, engines: Mapping[str, str]):
         backend = self.backend()

@@ -251,7 +251,8 @@ def _system_desc(system, perf_runs, rnd, staged, root, submitter, division, syst
         system_info=system_info, host=host if host is not None else sysdesc.host_facts(),
         gpus_extra=gpus_extra if gpus_extra is not None else sysdesc.gpu_facts(), software=software,
         backends={str(r.meta.get("backend")) for r in perf_runs if r.meta.get("backend")},
-        harness_version=_harness_version())
+        harness_version=_harness_version(),
+        nodes=max([int((r.meta.get("executor") or {}).get("node_count") or 1) for r in perf_runs] or [1]))
     return sysdesc.merge(detected, existing, division=division, submitter=submitter)
 
 

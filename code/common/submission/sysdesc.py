@@ -170,7 +170,7 @@ def gpu_facts() -> list[dict[str, Any]]:
 
 def describe(*, division: str, submitter: str, system_type: str, system_info: Any, host: dict[str, Any],
              gpus_extra: list[dict[str, Any]], software: dict[str, str], backends: set[str],
-             harness_version: str = "") -> dict[str, Any]:
+             harness_version: str = "", nodes: int = 1) -> dict[str, Any]:
     """A complete description from detected facts; undetectable values are ``TO FILL`` placeholders."""
     lscpu = host.get("lscpu") or {}
     cpu = system_info.cpu
@@ -184,7 +184,7 @@ def describe(*, division: str, submitter: str, system_type: str, system_info: An
     d: dict[str, Any] = {
         "division": division, "submitter": submitter, "status": "available",
         "system_name": host.get("product") or (f"{ngpu}x {gpus[0].name}" if gpus else f"{cpu.model_name} server"),
-        "system_type": system_type, "system_type_detail": "N/A", "number_of_nodes": 1,
+        "system_type": system_type, "system_type_detail": "N/A", "number_of_nodes": nodes,
         "host_processor_model_name": cpu.model_name,
         "host_processors_per_node": sockets,
         "host_processor_core_count": int(cores),
@@ -197,7 +197,8 @@ def describe(*, division: str, submitter: str, system_type: str, system_info: An
         "host_storage_type": _storage_type(host.get("disks") or []),
         "host_networking": _networking(host.get("nics") or []),
         "host_network_card_count": str(len(host.get("nics") or [])),
-        "host_networking_topology": "N/A (single node)",
+        "host_networking_topology": "N/A (single node)" if nodes == 1 else
+        TO_FILL + f"how the {nodes} nodes connect, e.g. 2x 400G InfiniBand per node, fat tree",
         "accelerators_per_node": ngpu if ngpu else "0",
         "accelerator_model_name": gpus[0].name if gpus else "N/A (CPU only)",
         "accelerator_memory_capacity": f"{round(gpus[0].memory_mb / 1024)} GB" if gpus and gpus[0].memory_mb else
