@@ -185,3 +185,15 @@ def _engine(s) -> str:
     from code.common.benchmarks import implementation
 
     return implementation(s.spec)(s).generate_engines()["resnet50"]
+
+
+def test_ray_llm_engine_mode_is_recorded(cluster, tiny_llama, tmp_path):
+    """An LLM keeps its own engine; with executor=ray the harness joins the cluster (vLLM and
+    TensorRT-LLM find it through RAY_ADDRESS) and records it."""
+    run_main("--action=run_harness", "--benchmarks=llama2_70b", "--model_variant=tiny", "--scenarios=Offline",
+             *offline_samples(16), "--llm_sample_count=16", *ray_args(cluster), f"--log_dir={tmp_path}",
+             env={**tiny_llama, **DRIVER_ENV}, check=True)
+    m = one(tmp_path)
+    ex = m["executor"]
+    assert m["status"] == "ok" and ex["kind"] == "ray" and ex["mode"] == "engine"
+    assert ex["node_count"] >= 2 and ex["llm_distributed_backend"] == "auto" and ex["cluster_gpus"] == 0

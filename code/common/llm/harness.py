@@ -403,7 +403,8 @@ class LLMBenchmark(Benchmark):
         for i, (d, sl) in enumerate(zip(devs, slices)):
             out.append(WorkerSpec(
                 model_dir=model_dir, precision=s.precision, device=f"cuda:{d}" if gpu else "cpu",
-                gpus=tuple(range(d, d + per)) if gpu and per <= s.system.gpu_count else (),   # else Ray places the ranks max_batch_size=s.batch_size(),
+                # more GPUs than this node has (llm_distributed_backend=ray): Ray places the ranks
+                gpus=tuple(range(d, d + per)) if gpu and per <= s.system.gpu_count else (), max_batch_size=s.batch_size(),
                 batching=s.llm_batching, max_num_tokens=s.llm_max_num_tokens, batch_timeout_s=self.batch_timeout_s(),
                 tensor_parallel_size=s.tensor_parallel_size, pipeline_parallel_size=s.pipeline_parallel_size,
                 expert_parallel_size=ep, distributed_backend=dist,
