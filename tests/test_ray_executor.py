@@ -197,3 +197,36 @@ def test_ray_llm_engine_mode_is_recorded(cluster, tiny_llama, tmp_path):
     ex = m["executor"]
     assert m["status"] == "ok" and ex["kind"] == "ray" and ex["mode"] == "engine"
     assert ex["node_count"] >= 2 and ex["llm_distributed_backend"] == "auto" and ex["cluster_gpus"] == 0
+
+
+def test_ray_no_actor_left_stops_the_run_with_the_error(tiny_resnet, tmp_path, monkeypatch):
+    """A cluster whose only actor is on a worker node (the head has no CPUs for one): that node dies
+    mid-run, the run ends at once with the error and its executor record, and it is not staged."""
+    from code.common.runner import run_one
+    from code.common.selection import Run, _why_not_performance
+    from code.common.settings import RunControl
+    from code.main import plan
+
+    with LocalRayCluster(workers=1, cpus_per_node=1, head_cpus=0, system_config=FAST_HEALTH) as c:
+        for k, v in {**tiny_resnet, **DRIVER_ENV}.items():
+            monkeypatch.setenv(k, v)
+        _, [s] = plan(["--action=run_harness", *RESNET, "--scenarios=Offline", *offline_samples(4096),
+                       "--gpu_batch_size=2", "--executor=ray", f"--ray_address={c.address}"])
+        out: dict = {}
+        t = threading.Thread(target=lambda: out.update(m=run_one(s, RunControl(slow_batch_ms=40), tmp_path / "run",
+                                                                   {"resnet50": _engine(s)})))
+        t.start()
+        deadline = time.monotonic() + 300
+        while not any(tmp_path.glob("*.partial/mlperf_log_detail.txt")):
+            assert t.is_alive() and time.monotonic() < deadline, "the run ended before LoadGen started"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        c.kill_node("w1")
+        t0 = time.monotonic()
+        t.join(timeout=300)
+        m = out["m"]
+    assert m["status"] == "error" and m["error"].startswith("every Ray actor is gone ("), m["error"]
+    assert "ray status" in m["error_fix"]
+    assert m["executor"]["failures"] and not any(a["alive"] for a in m["executor"]["actors"])
+    assert time.monotonic() - t0 < 60          # 4096 samples at 50/s would take 80 s more
+    assert _why_not_performance(Run(Path(m["log_dir"]), m)) is not None    # never staged

@@ -265,6 +265,8 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("ray_cpu_actors", parse_int, 1, "executor=ray: actors per node without GPUs.", minimum=0),
     Field("ray_actor_cpus", parse_float, 1.0, "executor=ray: CPUs each CPU actor reserves (its engine's threads).",
           minimum=0.1),
+    Field("ray_batches_in_flight", parse_int, 2, "executor=ray: batches sent to each actor before its answer comes "
+          "back (the next one waits on the actor while it computes, hiding the round trip).", minimum=1),
     Field("ray_max_retries", parse_int, 3, "executor=ray: times one batch is retried on another actor after its "
           "actor or node died, before the run fails.", minimum=0),
     Field("ray_ship_engines", parse_bool, False, "executor=ray: send the engines to every node through Ray's object "

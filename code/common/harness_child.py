@@ -193,7 +193,7 @@ def ray_pool(req: dict, settings, engines: dict, stage: Path, result: dict):
     holder["pool"] = ray_executor.Pool(
         req, engines, address=v.get("ray_address"), cpu_actors=v.get("ray_cpu_actors", 1),
         actor_cpus=v.get("ray_actor_cpus", 1.0), max_retries=v.get("ray_max_retries", 3),
-        ship_engines=bool(v.get("ray_ship_engines")), on_lost=lost,
+        ship_engines=bool(v.get("ray_ship_engines")), in_flight=v.get("ray_batches_in_flight", 2), on_lost=lost,
         log=lambda *a, **k: print(*a, flush=True))
     return holder["pool"]
 

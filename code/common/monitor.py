@@ -81,9 +81,19 @@ def stall_exit(stage: Path, result: dict, stall: dict) -> None:
                "this long, raise --watchdog_s", tag="watchdog")
 
 
+_AT_ABORT: list[Callable[[], None]] = []
+
+
+def at_abort(fn: Callable[[], None]) -> None:
+    """Run ``fn`` (at most 5 s) before ``abort_exit`` ends the process: what atexit would have done,
+    e.g. stopping the private Ray cluster this child started."""
+    _AT_ABORT.append(fn)
+
+
 def abort_exit(stage: Path, result: dict, error: str, fix: str, exit_code: int = 4, tag: str = "run") -> None:
     """End the child now with ``error`` as the run's result (LoadGen has no abort; its threads would
-    wait forever): child_result.json is written, then the process exits with STALL_EXIT."""
+    wait forever): child_result.json is written, the ``at_abort`` hooks run, then the process exits with
+    STALL_EXIT."""
     from code.common.fileio import write_json
 
     result["error"], result["error_fix"], result["error_exit_code"] = error, fix, exit_code
@@ -91,4 +101,8 @@ def abort_exit(stage: Path, result: dict, error: str, fix: str, exit_code: int =
     try:
         write_json(stage / "child_result.json", result)
     finally:
+        for fn in _AT_ABORT:
+            t = threading.Thread(target=fn, daemon=True)
+            t.start()
+            t.join(timeout=5)
         os._exit(STALL_EXIT)

@@ -90,6 +90,20 @@ def _reachable(address: str, timeout_s: float = 5.0) -> str | None:
         return f"{type(e).__name__}: {e.strerror or e}"
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _loopback_only() -> None:
+    """Make this driver (and the cluster it starts) use 127.0.0.1 only. Ray's node-IP discovery picks
+    the machine's routable address and listens on every interface; a private one-run cluster, or a
+    cluster started on 127.0.0.1, needs neither."""
+    import ray._private.ray_constants as rc
+    import ray._private.services as services
+
+    services.get_node_ip_address = lambda address=None: "127.0.0.1"
+    rc.ENABLE_RAY_CLUSTER = False
+
+
 def connect(address: str | None, *, num_cpus: int | None = None) -> dict[str, Any]:
     """Join the cluster at ``address`` ('auto': the one started on this machine), or start a private
     single-node one. Returns the cluster as ``describe()`` says it."""
@@ -113,12 +127,18 @@ def connect(address: str | None, *, num_cpus: int | None = None) -> dict[str, An
     pythonpath = f"{paths.REPO_ROOT}{os.pathsep}${{PYTHONPATH}}"      # the node's own PYTHONPATH after it
     kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": False,
                           "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath, "RAY_USAGE_STATS_ENABLED": "0"}}}
+    if not address or address.rpartition(":")[0] in LOOPBACK:
+        _loopback_only()
     if address:
         kw["address"] = address
     else:                                 # private: this machine only, on the loopback address
         kw.update(include_dashboard=False, num_cpus=num_cpus, _node_ip_address="127.0.0.1")
     try:
         ray.init(**kw)
+        if not address:                   # a run that aborts (watchdog, no actor left) stops it too
+            from code.common import monitor
+
+            monitor.at_abort(ray.shutdown)
     except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError ...
         raise HarnessError(f"cannot join the Ray cluster at {address or 'a new local cluster'}: "
                            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
@@ -271,11 +291,17 @@ class _Worker:
         self.qsl.unload(list(indices))
         return len(indices)
 
-    def process(self, indices: Sequence[int]) -> list:
+    def process(self, indices: Sequence[int]):
+        """The batch's outputs: one stacked array when they share shape and dtype (one buffer to
+        serialize; the head splits it into row views), else the list."""
+        import numpy as np
+
         t0 = time.monotonic()
         outs = self.proc.process(list(indices))
         if self.slow_s:
             time.sleep(max(0.0, self.slow_s - (time.monotonic() - t0)))
+        if outs and all(o.shape == outs[0].shape and o.dtype == outs[0].dtype for o in outs):
+            return np.stack(outs)
         return outs
 
 
@@ -299,14 +325,14 @@ class Pool:
     """The actors of one run and what happened to them."""
 
     def __init__(self, request: Mapping[str, Any], engines: Mapping[str, str], *, address: str | None,
-                 cpu_actors: int, actor_cpus: float, max_retries: int, ship_engines: bool,
+                 cpu_actors: int, actor_cpus: float, max_retries: int, ship_engines: bool, in_flight: int = 2,
                  on_lost: Callable[[str, str], None] | None = None, log=print):
         import ray
 
         self.ray, self.log = ray, log
         self.cluster = connect(address)
         self.address = address or "private local cluster"
-        self.max_retries, self.on_lost = max_retries, on_lost
+        self.max_retries, self.on_lost, self.in_flight = max_retries, on_lost, max(1, in_flight)
         self.failure_types = _failure_types()
         self._lock = threading.Lock()
         self.failures: list[dict[str, Any]] = []
@@ -330,7 +356,7 @@ class Pool:
         remote = self.ray.remote(_Worker)
         for n in self.cluster["nodes"]:
             gpu = n["gpus"] > 0
-            count = n["gpus"] if gpu else cpu_actors
+            count = n["gpus"] if gpu else (cpu_actors if n["cpus"] >= actor_cpus else 0)   # a 0-CPU head hosts none
             for k in range(count):
                 opts = {"num_gpus": 1, "num_cpus": 1} if gpu else {"num_cpus": actor_cpus}
                 actor = remote.options(max_restarts=0, max_task_retries=0, **opts, scheduling_strategy=
@@ -392,7 +418,9 @@ class Pool:
 
     # --- the run --------------------------------------------------------------------------------------
     def processors(self) -> list["RemoteProcessor"]:
-        return [RemoteProcessor(self, i) for i in range(len(self.actors))]
+        """``in_flight`` SUT workers per actor: while the actor runs one batch, the next is already queued
+        there (an actor runs its calls one at a time), so the round trip hides behind the compute."""
+        return [RemoteProcessor(self, i) for _ in range(self.in_flight) for i in range(len(self.actors))]
 
     def live(self) -> list[int]:
         with self._lock:
@@ -479,7 +507,8 @@ class RemoteProcessor(Processor):
         i, tries = pool.pick(self.slot), 0
         while True:
             try:
-                return pool.ray.get(pool.actors[i]["handle"].process.remote(idx))
+                out = pool.ray.get(pool.actors[i]["handle"].process.remote(idx))
+                return list(out)             # a stacked array: its rows (views into one buffer)
             except pool.failure_types as e:
                 pool.failed(i, e, idx)
                 if tries >= pool.max_retries:
