@@ -118,6 +118,7 @@ class LocalRayCluster:
         self.sessions: dict[int, str] = {}  # session id (= pid of its `ray start`) -> node name
         self.start_times: dict[str, float] = {}
         self.node_env: dict[str, dict[str, str]] = {}     # name -> extra environment of that node
+        self.node_gpus: dict[str, int] = {}                # name -> GPUs it declares (a resource only: no device)
 
     def __enter__(self) -> "LocalRayCluster":
         try:
@@ -133,7 +134,8 @@ class LocalRayCluster:
     def _cmd(self, name: str) -> list[str]:
         p = _free_ports(8)
         cmd = [sys.executable, "-c", _SHIM, "start", "--node-ip-address=127.0.0.1", f"--node-name={name}",
-               f"--num-cpus={self.head_cpus if name == 'head' else self.cpus_per_node}", "--num-gpus=0",
+               f"--num-cpus={self.head_cpus if name == 'head' else self.cpus_per_node}",
+               f"--num-gpus={self.node_gpus.get(name, 0)}",
                f'--resources={{"node_{name}": 1}}', f"--object-store-memory={self.object_store_mb << 20}",
                f"--temp-dir={self.root / name}", "--disable-usage-stats", "--min-worker-port=0",
                "--max-worker-port=0", f"--node-manager-port={p[1]}", f"--object-manager-port={p[2]}",
@@ -177,9 +179,11 @@ class LocalRayCluster:
                 found[name] = {"name": name, "node_id": nid, "raylet_pid": pid, "resource": f"node_{name}"}
         self.nodes = [found[n] for n in ["head"] + [f"w{i}" for i in range(1, self.workers + 1)]]
 
-    def add_node(self, name: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-        """Start one more worker node (its own environment on top of the cluster's) and return its entry."""
+    def add_node(self, name: str, env: dict[str, str] | None = None, gpus: int = 0) -> dict[str, Any]:
+        """Start one more worker node (its own environment on top of the cluster's; ``gpus`` declared as
+        Ray resources, no device behind them) and return its entry."""
         self.node_env[name] = dict(env or {})
+        self.node_gpus[name] = gpus
         alive = len(self.alive_node_ids())
         self._launch([name])
         self.wait_nodes(alive + 1, timeout=self.start_timeout)

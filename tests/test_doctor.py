@@ -111,3 +111,15 @@ def test_fail_docker_missing(harness_env, tmp_path):
     assert rc == 1 and "docker is not on PATH" in line and "install Docker" in line, line
     _, out = _doctor(env=env)
     assert "docker" not in out
+
+
+def test_fail_unreachable_ray_cluster(harness_env):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]            # nothing listens there once closed
+    rc, out = _doctor("--benchmarks=resnet50", "--model_variant=tiny", "--executor=ray",
+                      f"--ray_address=127.0.0.1:{port}", env=harness_env)
+    line = _fail_line(out, "Ray")
+    assert rc == 1 and f"127.0.0.1:{port} is unreachable" in line and "fix: start it: ray start --head" in line

@@ -129,6 +129,22 @@ def test_ray_node_without_the_engine_then_shipped(cluster, env, tmp_path):
         cluster.remove_node("w3")
 
 
+def test_ray_gpu_node_gets_one_actor_per_gpu(cluster, env, tmp_path):
+    """A node that declares 2 GPUs (Ray resources; the engines still run on its CPU here) hosts one
+    actor per GPU, each with num_gpus=1 and its own CUDA_VISIBLE_DEVICES id."""
+    g = cluster.add_node("g1", gpus=2)
+    try:
+        run_main("--action=run_harness", *RESNET, "--scenarios=Offline", *offline_samples(128), *ray_args(cluster),
+                 f"--log_dir={tmp_path}", env=env, check=True)
+        ex = one(tmp_path)["executor"]
+        gpu_actors = [a for a in ex["actors"] if a["node_id"] == g["node_id"]]
+        assert sorted(a["name"].split("@")[0] for a in gpu_actors) == ["gpu0", "gpu1"]
+        assert sorted(a["gpu_ids"][0] for a in gpu_actors) == ["0", "1"] and all(len(a["gpu_ids"]) == 1 for a in gpu_actors)
+        assert next(n for n in ex["nodes"] if n["node_id"] == g["node_id"])["gpus"] == 2
+    finally:
+        cluster.remove_node("g1")
+
+
 def test_ray_node_with_other_package_versions(cluster, env, tmp_path):
     fake = tmp_path / "site"
     (fake / "numpy-1.0.0.dist-info").mkdir(parents=True)      # what importlib.metadata reads on that node

@@ -108,6 +108,21 @@ def check_onnxruntime(ctx: Context) -> Check:
     return ok("ORT", f"onnxruntime {ort.__version__}, providers {', '.join(ort.get_available_providers())}")
 
 
+def check_ray(ctx: Context) -> Check:
+    """Ray for --executor=ray: a FAIL only when a selected run asks for it (or its cluster is unreachable)."""
+    from code.common import ray_executor
+
+    wanted = [s for s in ctx.settings if s.values.get("executor") == "ray"]
+    ok_, why = ray_executor.available()
+    if not ok_:
+        return (fail if wanted else warn)("Ray", f"{why}; --executor=ray cannot run", PREBUILD)
+    addr = next((s.values.get("ray_address") for s in wanted if s.values.get("ray_address")), None)
+    if addr and addr != "auto" and (problem := ray_executor._reachable(addr)):
+        return fail("Ray", f"{why}; the cluster at --ray_address={addr} is unreachable ({problem})",
+                    f"start it: {ray_executor.RAY_START}")
+    return ok("Ray", why + (f", cluster {addr} reachable" if addr else " (--executor=ray)"))
+
+
 def check_torch(ctx: Context) -> Check:
     try:
         import torch
@@ -307,7 +322,7 @@ def run_checks(cli: dict[str, Any], settings: list) -> list[Check]:
     """Every check, in display order. Hardware is detected here (first), never at import."""
     ctx = Context(cli, list(settings), info=settings[0].system.info if settings else None)
     out = guarded("Python", check_python, ctx) + guarded("LoadGen", check_loadgen, ctx) \
-        + guarded("ORT", check_onnxruntime, ctx)
+        + guarded("ORT", check_onnxruntime, ctx) + guarded("Ray", check_ray, ctx)
     hw = guarded("hardware", check_hardware, ctx)     # first: the GPU checks below read what it detected
     out += guarded("torch", check_torch, ctx) + hw + guarded("NVML", check_nvml, ctx) \
         + guarded("TensorRT", check_tensorrt, ctx)

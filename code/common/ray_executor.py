@@ -358,7 +358,8 @@ class Pool:
             gpu = n["gpus"] > 0
             count = n["gpus"] if gpu else (cpu_actors if n["cpus"] >= actor_cpus else 0)   # a 0-CPU head hosts none
             for k in range(count):
-                opts = {"num_gpus": 1, "num_cpus": 1} if gpu else {"num_cpus": actor_cpus}
+                # a GPU actor reserves one CPU, or its share where the node has fewer CPUs than GPUs
+                opts = {"num_gpus": 1, "num_cpus": min(1.0, n["cpus"] / n["gpus"])} if gpu else {"num_cpus": actor_cpus}
                 actor = remote.options(max_restarts=0, max_task_retries=0, **opts, scheduling_strategy=
                                        NodeAffinitySchedulingStrategy(n["node_id"], soft=False)).remote(
                     one_worker_request(request, gpu, actor_cpus), str(paths.engines_dir()))
