@@ -110,10 +110,12 @@ def test_ray_unreachable_address_is_one_line_error(env, tmp_path):
     assert "fix: start it: ray start --head" in r.stderr
 
 
-def test_ray_node_without_the_engine_then_shipped(cluster, env, tmp_path):
+def test_ray_gpu_node_without_the_engine_then_shipped(cluster, env, tmp_path):
     """A node whose build/ is its own (no shared filesystem): the run stops before it starts, naming the
-    node; with --ray_ship_engines the head's engine goes through the object store and the run works."""
-    cluster.add_node("w3", {"MLPERF_BUILD_DIR": str(tmp_path / "w3_build")})
+    node; with --ray_ship_engines the head's engine goes through the object store and the run works.
+    The node declares 2 GPUs (Ray resources; its engines still run on the CPU here): it hosts one actor
+    per GPU, each with num_gpus=1 and its own CUDA_VISIBLE_DEVICES id."""
+    g = cluster.add_node("w3", {"MLPERF_BUILD_DIR": str(tmp_path / "w3_build")}, gpus=2)
     try:
         r = run_main("--action=run_harness", *RESNET, "--scenarios=Offline", *offline_samples(64), *ray_args(cluster),
                      f"--log_dir={tmp_path / 'missing'}", env=env)
@@ -123,26 +125,15 @@ def test_ray_node_without_the_engine_then_shipped(cluster, env, tmp_path):
         run_main("--action=run_harness", *RESNET, "--scenarios=Offline", *offline_samples(64), *ray_args(cluster),
                  "--ray_ship_engines", f"--log_dir={tmp_path / 'shipped'}", env=env, check=True)
         m = one(tmp_path / "shipped")
-        assert m["status"] == "ok" and m["executor"]["engines_shipped"] and m["executor"]["node_count"] == 4
+        ex = m["executor"]
+        assert m["status"] == "ok" and ex["engines_shipped"] and ex["node_count"] == 4
         assert list((tmp_path / "w3_build" / "engines" / "shipped").rglob("*.onnx"))
-    finally:
-        cluster.remove_node("w3")
-
-
-def test_ray_gpu_node_gets_one_actor_per_gpu(cluster, env, tmp_path):
-    """A node that declares 2 GPUs (Ray resources; the engines still run on its CPU here) hosts one
-    actor per GPU, each with num_gpus=1 and its own CUDA_VISIBLE_DEVICES id."""
-    g = cluster.add_node("g1", gpus=2)
-    try:
-        run_main("--action=run_harness", *RESNET, "--scenarios=Offline", *offline_samples(128), *ray_args(cluster),
-                 f"--log_dir={tmp_path}", env=env, check=True)
-        ex = one(tmp_path)["executor"]
         gpu_actors = [a for a in ex["actors"] if a["node_id"] == g["node_id"]]
         assert sorted(a["name"].split("@")[0] for a in gpu_actors) == ["gpu0", "gpu1"]
         assert sorted(a["gpu_ids"][0] for a in gpu_actors) == ["0", "1"] and all(len(a["gpu_ids"]) == 1 for a in gpu_actors)
         assert next(n for n in ex["nodes"] if n["node_id"] == g["node_id"])["gpus"] == 2
     finally:
-        cluster.remove_node("g1")
+        cluster.remove_node("w3")
 
 
 def test_ray_node_with_other_package_versions(cluster, env, tmp_path):

@@ -464,8 +464,8 @@ class Pool:
         for i, ref in refs:
             try:
                 self.ray.get(ref)
-            except self.failure_types as e:
-                self.failed(i, e, [])
+            except Exception as e:  # noqa: BLE001 - a node gone, or the load itself failing there
+                self.failed(i, getattr(e, "cause", None) or e, [])
         self.pick(0)                         # none left: the run ends here
 
     def record(self) -> dict[str, Any]:
@@ -519,6 +519,9 @@ class RemoteProcessor(Processor):
                 tries += 1
                 i = pool.pick(i)
                 pool.note_retry(idx)
+            except Exception as e:  # noqa: BLE001 - the actor's own error (RayTaskError): its cause, with its fix
+                cause = getattr(e, "cause", None)
+                raise cause if isinstance(cause, HarnessError) else e from None
 
 
 class RemoteQSL:
