@@ -6,7 +6,6 @@ unreachable address, a node without the engine, a node with other package versio
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
 import time
@@ -154,7 +153,6 @@ def test_ray_node_with_other_package_versions(cluster, env, tmp_path):
 def test_ray_node_death_mid_run_is_retried_and_every_sample_answered_once(cluster, env, tmp_path, monkeypatch):
     """Runs last: w1 is gone afterwards. Each actor batch takes at least 40 ms (slow_batch_ms), so the
     kill lands while batches are in flight whatever this machine's speed."""
-    from code.common.runner import run_one
     from code.common.settings import RunControl
     from code.main import plan
 
@@ -162,19 +160,7 @@ def test_ray_node_death_mid_run_is_retried_and_every_sample_answered_once(cluste
         monkeypatch.setenv(k, v)
     _, [s] = plan(["--action=run_harness", *RESNET, "--scenarios=Offline", "--test_mode=AccuracyOnly",
                    "--gpu_batch_size=2", *ray_args(cluster)])
-    out: dict = {}
-    t = threading.Thread(target=lambda: out.update(m=run_one(s, RunControl(test_mode="AccuracyOnly", slow_batch_ms=40),
-                                                               tmp_path / "run", {"resnet50": _engine(s)})))
-    t.start()
-    deadline = time.monotonic() + 300
-    while not any(tmp_path.glob("*.partial/mlperf_log_detail.txt")):     # LoadGen has started the test
-        assert t.is_alive() and time.monotonic() < deadline, "the run ended before LoadGen started"
-        time.sleep(0.05)
-    time.sleep(1.0)
-    cluster.kill_node("w1")
-    killed_at = time.monotonic()
-    t.join(timeout=300)
-    m = out["m"]
+    m, killed_at = run_and_kill(s, RunControl(test_mode="AccuracyOnly", slow_batch_ms=40), tmp_path, cluster, "w1")
     assert m["status"] == "ok", m["error"]
     ex = m["executor"]
     assert ex["failures"] and {f["node_id"] for f in ex["failures"]} == {cluster.node("w1")["node_id"]}
@@ -184,8 +170,27 @@ def test_ray_node_death_mid_run_is_retried_and_every_sample_answered_once(cluste
     n = m["completed_samples"]
     assert [e["qsl_idx"] for e in qsl] == list(range(n))               # none missing, none twice
     assert m["accuracy"]["metrics"]["acc"] == 100.0
-    print(f"node w1 killed {killed_at - time.monotonic():.1f}s before the end; {len(ex['failures'])} failure(s), "
+    print(f"node w1 killed {time.monotonic() - killed_at:.1f}s before the test's end; {len(ex['failures'])} failure(s), "
           f"{ex['retries']} retried batch(es), samples {ex['retried_samples'][:8]}...")
+
+
+def run_and_kill(s, control, tmp_path: Path, cluster: LocalRayCluster, node: str) -> tuple[dict, float]:
+    """Run in a thread (the child is a process of its own); 1 s after LoadGen has started the test (its
+    detail log exists in the staging folder), SIGKILL ``node``'s raylet. Returns (metadata, kill time)."""
+    from code.common.runner import run_one
+
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.update(m=run_one(s, control, tmp_path / "run", {"resnet50": _engine(s)})))
+    t.start()
+    deadline = time.monotonic() + 300
+    while not any(tmp_path.glob("*.partial/mlperf_log_detail.txt")):
+        assert t.is_alive() and time.monotonic() < deadline, "the run ended before LoadGen started"
+        time.sleep(0.05)
+    time.sleep(1.0)
+    cluster.kill_node(node)
+    killed_at = time.monotonic()
+    t.join(timeout=300)
+    return out["m"], killed_at
 
 
 def _engine(s) -> str:
@@ -209,7 +214,6 @@ def test_ray_llm_engine_mode_is_recorded(cluster, tiny_llama, tmp_path):
 def test_ray_no_actor_left_stops_the_run_with_the_error(tiny_resnet, tmp_path, monkeypatch):
     """A cluster whose only actor is on a worker node (the head has no CPUs for one): that node dies
     mid-run, the run ends at once with the error and its executor record, and it is not staged."""
-    from code.common.runner import run_one
     from code.common.selection import Run, _why_not_performance
     from code.common.settings import RunControl
     from code.main import plan
@@ -219,19 +223,7 @@ def test_ray_no_actor_left_stops_the_run_with_the_error(tiny_resnet, tmp_path, m
             monkeypatch.setenv(k, v)
         _, [s] = plan(["--action=run_harness", *RESNET, "--scenarios=Offline", *offline_samples(4096),
                        "--gpu_batch_size=2", "--executor=ray", f"--ray_address={c.address}"])
-        out: dict = {}
-        t = threading.Thread(target=lambda: out.update(m=run_one(s, RunControl(slow_batch_ms=40), tmp_path / "run",
-                                                                   {"resnet50": _engine(s)})))
-        t.start()
-        deadline = time.monotonic() + 300
-        while not any(tmp_path.glob("*.partial/mlperf_log_detail.txt")):
-            assert t.is_alive() and time.monotonic() < deadline, "the run ended before LoadGen started"
-            time.sleep(0.05)
-        time.sleep(1.0)
-        c.kill_node("w1")
-        t0 = time.monotonic()
-        t.join(timeout=300)
-        m = out["m"]
+        m, t0 = run_and_kill(s, RunControl(slow_batch_ms=40), tmp_path, c, "w1")
     assert m["status"] == "error" and m["error"].startswith("every Ray actor is gone ("), m["error"]
     assert "ray status" in m["error_fix"]
     assert m["executor"]["failures"] and not any(a["alive"] for a in m["executor"]["actors"])

@@ -338,6 +338,7 @@ class Pool:
         self.failures: list[dict[str, Any]] = []
         self.retried: list[int] = []
         self.retries = 0
+        self._lost = False
         self.t0 = time.monotonic()
         self.actors: list[dict[str, Any]] = []
         self._place(request, engines, cpu_actors, actor_cpus)
@@ -434,7 +435,9 @@ class Pool:
             cause = (f"every Ray actor is gone ({len(self.failures)} failure(s); last: "
                      f"{self.failures[-1]['error'] if self.failures else '?'})")
             fix = f"check the nodes with `ray status`, restart them ({RAY_START}), and rerun"
-            if self.on_lost is not None:
+            with self._lock:
+                first, self._lost = not self._lost, True
+            if first and self.on_lost is not None:     # once, whichever worker thread sees it first
                 self.on_lost(cause, fix)
             raise RunError(cause, fix)
         return preferred if preferred in live else next((i for i in live if i > preferred), live[0])
@@ -448,8 +451,9 @@ class Pool:
                                   "error": f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}",
                                   "at_s": round(time.monotonic() - self.t0, 3), "samples": len(indices)})
         if first:
-            self.log(f"[ray] actor {a['name']} on node {a['node']} failed ({type(error).__name__}); "
-                     f"{len(self.live())} actor(s) left; its batch goes to another", flush=True)
+            left = len(self.live())
+            self.log(f"[ray] actor {a['name']} on node {a['node']} failed ({type(error).__name__}); {left} actor(s) "
+                     f"left{'; its batch goes to another' if left else ''}", flush=True)
 
     def note_retry(self, indices: Sequence[int]) -> None:
         with self._lock:
