@@ -121,11 +121,21 @@ class LocalRayCluster:
         self.node_gpus: dict[str, int] = {}                # name -> GPUs it declares (a resource only: no device)
 
     def __enter__(self) -> "LocalRayCluster":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
+        """Start the cluster; a `ray start` that fails (a port picked free and taken before Ray bound
+        it, a start slower than its timeout on a loaded machine) is retried once from scratch."""
+        for attempt in (1, 2):
+            try:
+                self.start()
+                return self
+            except RuntimeError:
+                self.stop()
+                if attempt == 2:
+                    raise
+                self.root = Path(tempfile.mkdtemp(prefix="lrc_"))
+                self.address, self.nodes, self.sessions, self.start_times = "", [], {}, {}
+            except BaseException:
+                self.stop()
+                raise
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -84,7 +84,7 @@ def _print_cluster(s) -> None:
     print(f"\nRay cluster {s.values.get('ray_address') or '(private, started for each run)'}: {c['node_count']} node(s), "
           f"{c['gpus']} GPU(s), {c['cpus']:g} CPU(s)")
     for n in c["nodes"]:
-        actors = n["gpus"] if n["gpus"] else s.values.get("ray_cpu_actors", 1)
+        actors = ray_executor.actors_on(n, s.ray_cpu_actors, s.ray_actor_cpus)
         print(f"  {'head ' if n['head'] else 'node '} {n['address']:15s} {n['hostname'] or '':20s} {n['gpus']} GPU(s), "
               f"{n['cpus']:g} CPU(s) -> {actors} actor(s)")
     print(f"results are filed under system {s.system_name} (the submission system describes the whole cluster: "

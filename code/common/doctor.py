@@ -117,7 +117,7 @@ def check_ray(ctx: Context) -> Check:
     if not ok_:
         return (fail if wanted else warn)("Ray", f"{why}; --executor=ray cannot run", PREBUILD)
     addr = next((s.values.get("ray_address") for s in wanted if s.values.get("ray_address")), None)
-    if addr and addr != "auto" and (problem := ray_executor._reachable(addr)):
+    if addr and addr != "auto" and (problem := ray_executor.reachable(addr)):
         return fail("Ray", f"{why}; the cluster at --ray_address={addr} is unreachable ({problem})",
                     f"start it: {ray_executor.RAY_START}")
     return ok("Ray", why + (f", cluster {addr} reachable" if addr else " (--executor=ray)"))

@@ -183,19 +183,17 @@ def ray_pool(req: dict, settings, engines: dict, stage: Path, result: dict):
     """The run's Ray actors; with none left mid-run, the child ends with the error and the record."""
     from code.common import monitor, ray_executor
 
-    holder: dict = {}
+    pool = None
 
     def lost(cause: str, fix: str) -> None:
-        if "pool" in holder:
-            result["executor"] = holder["pool"].record()
+        if pool is not None:
+            result["executor"] = pool.record()
         monitor.abort_exit(stage, result, cause, fix)
-    v = settings.values
-    holder["pool"] = ray_executor.Pool(
-        req, engines, address=v.get("ray_address"), cpu_actors=v.get("ray_cpu_actors", 1),
-        actor_cpus=v.get("ray_actor_cpus", 1.0), max_retries=v.get("ray_max_retries", 3),
-        ship_engines=bool(v.get("ray_ship_engines")), in_flight=v.get("ray_batches_in_flight", 2), on_lost=lost,
-        log=lambda *a, **k: print(*a, flush=True))
-    return holder["pool"]
+    s = settings
+    pool = ray_executor.Pool(req, engines, address=s.ray_address, cpu_actors=s.ray_cpu_actors,
+                             actor_cpus=s.ray_actor_cpus, max_retries=s.ray_max_retries,
+                             ship_engines=s.ray_ship_engines, in_flight=s.ray_batches_in_flight, on_lost=lost)
+    return pool
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ def _failure_types() -> tuple[type, ...]:
     return tuple(getattr(rx, n) for n in names if hasattr(rx, n))
 
 
-def _reachable(address: str, timeout_s: float = 5.0) -> str | None:
+def reachable(address: str, timeout_s: float = 5.0) -> str | None:
     """None when host:port accepts a TCP connection, else why not (checked before ray.init, which
     would retry for a minute)."""
     host, _, port = address.rpartition(":")
@@ -115,7 +115,7 @@ def connect(address: str | None, *, num_cpus: int | None = None) -> dict[str, An
     if ray.is_initialized():
         return describe()
     if address and address != "auto":
-        problem = _reachable(address)
+        problem = reachable(address)
         if problem:
             raise HarnessError(f"the Ray cluster at --ray_address={address} is unreachable ({problem})",
                                f"start it: {RAY_START}; or drop --ray_address for a private local cluster")
@@ -188,19 +188,27 @@ def cluster_gpus() -> int | None:
     return describe()["gpus"] if ray.is_initialized() else None
 
 
-def sha256(path: str | os.PathLike, chunk: int = 1 << 22) -> str | None:
-    """sha256 of a file or of a folder's files (sorted relative paths and contents); None if absent."""
+def actors_on(node: Mapping[str, Any], cpu_actors: int, actor_cpus: float) -> int:
+    """Actors a node hosts: one per GPU, else ``cpu_actors`` where it has ``actor_cpus`` CPUs for one
+    (a head started with 0 CPUs hosts none)."""
+    if node["gpus"]:
+        return int(node["gpus"])
+    return cpu_actors if node["cpus"] >= actor_cpus else 0
+
+
+def sha256(path: str | os.PathLike) -> str | None:
+    """sha256 of a file, or of a folder's files (sorted relative paths and each file's sha256); None if
+    absent. Contents, not mtimes: the copies on other nodes are compared with it."""
+    from code.common.fileio import sha256_file
+
     p = Path(path)
     if not p.exists():
         return None
-    files = [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file())
+    if p.is_file():
+        return sha256_file(p)
     h = hashlib.sha256()
-    for f in files:
-        if p.is_dir():
-            h.update(str(f.relative_to(p)).encode() + b"\0")
-        with open(f, "rb") as fh:
-            while block := fh.read(chunk):
-                h.update(block)
+    for f in sorted(x for x in p.rglob("*") if x.is_file()):
+        h.update(f"{f.relative_to(p)}\0{sha256_file(f)}\n".encode())
     return h.hexdigest()
 
 
@@ -357,8 +365,7 @@ class Pool:
         remote = self.ray.remote(_Worker)
         for n in self.cluster["nodes"]:
             gpu = n["gpus"] > 0
-            count = n["gpus"] if gpu else (cpu_actors if n["cpus"] >= actor_cpus else 0)   # a 0-CPU head hosts none
-            for k in range(count):
+            for k in range(actors_on(n, cpu_actors, actor_cpus)):
                 # a GPU actor reserves one CPU, or its share where the node has fewer CPUs than GPUs
                 opts = {"num_gpus": 1, "num_cpus": min(1.0, n["cpus"] / n["gpus"])} if gpu else {"num_cpus": actor_cpus}
                 actor = remote.options(max_restarts=0, max_task_retries=0, **opts, scheduling_strategy=
@@ -407,8 +414,6 @@ class Pool:
         for a, ref in zip(self.actors, refs):
             try:
                 out.append(self.ray.get(ref, timeout=timeout))
-            except HarnessError:
-                raise
             except Exception as e:  # noqa: BLE001 - RayTaskError wraps the actor's own exception
                 cause = getattr(e, "cause", None) or e
                 if isinstance(cause, HarnessError):

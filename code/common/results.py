@@ -36,9 +36,11 @@ def set_latest(path: Path) -> None:
 
 
 def metric_text(m: dict) -> str:
-    """The headline figure of a performance run, as the tables print it."""
+    """The headline figure of a run as the tables print it ("-" for an accuracy run)."""
     from code.common import scenarios
 
+    if m.get("test_mode") == "AccuracyOnly":
+        return "-"
     tok = m.get("tokens")
     if tok and tok.get("tokens_per_second") is not None:      # an LLM: tokens/s, and TTFT/TPOT against their bounds
         out = f"{tok['tokens_per_second']:.2f} tokens/s"
@@ -53,6 +55,20 @@ def metric_text(m: dict) -> str:
     return scenarios.get(m.get("scenario", "Offline")).format_metric(m.get("metric_value"))
 
 
+def run_notes(m: dict) -> list[str]:
+    """What a table's note column says of a run: --fast, its audit, its error, why it is INVALID."""
+    note = []
+    if m.get("fast"):
+        note.append("--fast (not submittable)")
+    if m.get("audit_test"):
+        note.append(m["audit_test"])
+    if m.get("error"):
+        note.append(m["error"][:80])
+    for why in m.get("invalid_reasons") or ():
+        note.append(why.split(";")[0][:100])
+    return note
+
+
 def table(records: Iterable[dict]) -> str:
     rows = [("system", "benchmark", "scenario", "mode", "result", "metric", "accuracy", "note")]
     for m in records:
@@ -61,19 +77,10 @@ def table(records: Iterable[dict]) -> str:
         acc_s = ", ".join(f"{k}={v}" for k, v in metrics.items() if k not in ("good", "total")) or "-"
         if acc.get("passed") is not None:
             acc_s += " PASS" if acc["passed"] else " FAIL"
-        note = []
-        if m.get("fast"):
-            note.append("--fast (not submittable)")
-        if m.get("audit_test"):
-            note.append(m["audit_test"])
-        if m.get("error"):
-            note.append(m["error"][:80])
-        for why in m.get("invalid_reasons") or ():
-            note.append(why.split(";")[0][:100])
         result = m.get("result_validity") or "-" if m.get("status") == "ok" else "ERROR"
         rows.append((m.get("system_name", "?"), m.get("benchmark", "?"), m.get("scenario", "?"),
-                     m.get("test_mode", "?").replace("Only", ""), result,
-                     metric_text(m) if m.get("test_mode") != "AccuracyOnly" else "-", acc_s, "; ".join(note)))
+                     m.get("test_mode", "?").replace("Only", ""), result, metric_text(m), acc_s,
+                     "; ".join(run_notes(m))))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

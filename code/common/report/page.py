@@ -53,24 +53,10 @@ def _e(v) -> str:
     return html.escape("-" if v is None else str(v))
 
 
-def notes(r: dict) -> str:
-    out = []
-    if r["model_variant"] == "tiny":
-        out.append("tiny variant")
-    if r["fast"]:
-        out.append("--fast (not submittable)")
-    if r["audit_test"]:
-        out.append(r["audit_test"])
-    if r["error"]:
-        out.append(str(r["error"])[:120])
-    out += [w.split(";")[0][:120] for w in r["invalid_reasons"]]
-    return "; ".join(out)
-
-
 def cells(r: dict) -> tuple[str, ...]:
     return (r["system"], r["submission_name"] or r["benchmark"], r["scenario"], r["mode"],
             f"{r['model_variant']} / {r['backend']} / {r['precision']}", r["metric_text"], r["validity"],
-            accuracy_text(r), notes(r))
+            accuracy_text(r), "; ".join(r["notes"]))
 
 
 def markdown(rows: list[dict]) -> str:

@@ -48,14 +48,10 @@ def accuracy_rows(m: dict, entry) -> list[dict[str, Any]]:
     return out
 
 
-def metric_text(m: dict) -> str:
-    from code.common import results
-
-    return "-" if m.get("test_mode") == "AccuracyOnly" else results.metric_text(m)
-
-
 def row(run: Run) -> dict[str, Any]:
     """The report's record of one run (also one entry of summary.json)."""
+    from code.common import results
+
     m = run.meta
     entry = _entry(m)
     acc = m.get("accuracy") or {}
@@ -72,7 +68,8 @@ def row(run: Run) -> dict[str, Any]:
         "status": m.get("status"), "validity": validity, "error": m.get("error"),
         "invalid_reasons": list(m.get("invalid_reasons") or ()),
         "metric": m.get("metric"), "metric_value": m.get("metric_value"), "metric_unit": m.get("metric_unit"),
-        "metric_text": metric_text(m),
+        "metric_text": results.metric_text(m),
+        "notes": (["tiny variant"] if m.get("model_variant") == "tiny" else []) + results.run_notes(m),
         "accuracy": accuracy_rows(m, entry), "accuracy_passed": acc.get("passed"),
         "loadgen_percentiles_ms": loadgen_percentiles(m.get("results") or {}),
         "tokens": m.get("tokens"), "timeline": m.get("timeline"),
