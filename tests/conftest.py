@@ -66,6 +66,19 @@ def harness_env(tmp_path_factory) -> dict:
     return env
 
 
+def official_root(*parts: str) -> Path:
+    """A path inside the official mlcommons/inference tree ($MLPERF_INFERENCE_DIR; `make test` points it at
+    ../shared/mlcommons-inference when that exists); skips the test with the reason when it is not there."""
+    d = os.environ.get("MLPERF_INFERENCE_DIR")
+    if not d:
+        pytest.skip("MLPERF_INFERENCE_DIR is not set (`make test` sets it to ../shared/mlcommons-inference when "
+                    "that folder exists; else point it at a checkout of mlcommons/inference)")
+    p = Path(d).joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"{p} is not in MLPERF_INFERENCE_DIR={d}")
+    return p
+
+
 def build_tiny(bench: str, env: dict) -> dict:
     """download_model, download_data and preprocess_data of ``bench``'s tiny variant through the CLI."""
     for action in ("download_model", "download_data", "preprocess_data"):
