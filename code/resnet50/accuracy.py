@@ -11,14 +11,17 @@ from code.common.fileio import write_text
 
 
 def read_predictions(accuracy_log: str | Path) -> dict[int, int]:
+    """qsl_idx -> predicted label (int32). A sample logged twice counts once, with its first answer, as
+    accuracy-imagenet.py de-dupes."""
     try:
         entries = json.loads(Path(accuracy_log).read_text())
     except (OSError, ValueError) as e:
         raise RunError(f"cannot read {accuracy_log}: {e}", "rerun with --test_mode=AccuracyOnly") from None
     preds = {}
     for e in entries:
-        data = bytes.fromhex(e["data"])
-        preds[int(e["qsl_idx"])] = int(np.frombuffer(data, dtype=np.int32)[0])
+        idx = int(e["qsl_idx"])
+        if idx not in preds:
+            preds[idx] = int(np.frombuffer(bytes.fromhex(e["data"]), dtype=np.int32)[0])
     return preds
 
 

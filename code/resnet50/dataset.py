@@ -1,8 +1,11 @@
 """ImageNet validation data: val_map, MLPerf preprocessing, and the QSL.
 
-Preprocessing follows the MLPerf reference (vision/classification_and_detection, pre_process_vgg):
-RGB, resize the short side to crop/0.875 (256 for 224) with area interpolation, centre crop,
-subtract the channel means (123.68, 116.78, 103.94), NCHW float32. Preprocessed images are stored
+Preprocessing is the MLPerf reference's (vision/classification_and_detection/python: imagenet.py reads
+with cv2.imread, dataset.py pre_process_vgg) step for step, with the same library: BGR -> RGB, the short
+side resized to int(100 * crop / 87.5) (256 for 224) and the long side to int(short * long / short_side),
+both truncated, with cv2.INTER_AREA; centre crop at int((side - crop) / 2); subtract the channel means
+(123.68, 116.78, 103.94), NCHW float32. tests/test_reference_resnet50.py compares the arrays with the
+reference's own. Preprocessed images are stored
 as one uint8 NCHW array (mean subtraction happens when the QSL loads samples), so the real set is
 7.5 GB instead of 30 GB.
 """
@@ -36,19 +39,21 @@ def read_val_map(path: Path, fix: str = "make download_data BENCHMARKS=resnet50"
 
 
 def preprocess_image(path: Path, crop: int) -> np.ndarray:
-    """One image -> uint8 CHW (crop x crop), before mean subtraction."""
-    from PIL import Image
+    """One image -> uint8 CHW (crop x crop), before mean subtraction (which, done in float32 at QSL load,
+    gives the reference's float32 array exactly). A file cv2 cannot decode: MissingDataError."""
+    import cv2
 
-    with Image.open(path) as im:
-        im = im.convert("RGB")
-        short = crop / 0.875
-        w, h = im.size
-        scale = short / min(w, h)
-        nw, nh = int(round(w * scale)), int(round(h * scale))
-        im = im.resize((nw, nh), Image.Resampling.BOX if scale < 1 else Image.Resampling.BILINEAR)
-        left, top = (nw - crop) // 2, (nh - crop) // 2
-        im = im.crop((left, top, left + crop, top + crop))
-        return np.asarray(im, dtype=np.uint8).transpose(2, 0, 1)
+    img = cv2.imread(str(path))          # BGR, 3 channels (grayscale expanded), EXIF orientation applied
+    if img is None:
+        raise MissingDataError(f"{path}: not a readable image", "replace it with the original JPEG, then make "
+                               "preprocess_data BENCHMARKS=resnet50")
+    img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    h, w = img.shape[:2]
+    short = int(100.0 * crop / 87.5)                  # resize_with_aspectratio, scale=87.5
+    nw, nh = (short, int(short * h / w)) if h > w else (int(short * w / h), short)
+    img = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_AREA)
+    top, left = int((nh - crop) / 2), int((nw - crop) / 2)      # center_crop
+    return np.ascontiguousarray(img[top:top + crop, left:left + crop].transpose(2, 0, 1))
 
 
 def preprocess_all(image_dir: Path, names: Sequence[str], crop: int, out_file: Path, log=print,

@@ -105,7 +105,7 @@ def _prototype_batch():
 
     protos, _ = prototypes()
     means = torch.tensor([123.68, 116.78, 103.94]).view(1, 3, 1, 1)
-    side = int(round(TINY_CROP / 0.875))      # as code.resnet50.dataset.preprocess_image sees an image: the
+    side = int(100.0 * TINY_CROP / 87.5)      # as code.resnet50.dataset.preprocess_image sees an image: the
     o = (side - TINY_CROP) // 2                # short side scaled to crop/0.875, then the centre crop
     imgs = [_render(p, side, side)[o:o + TINY_CROP, o:o + TINY_CROP] for p in protos]
     return torch.from_numpy(np.stack(imgs).transpose(0, 3, 1, 2).astype(np.float32)) - means
