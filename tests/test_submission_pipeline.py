@@ -57,6 +57,15 @@ def env(tmp_path_factory):
     md.write_text(json.dumps(dict(json.loads(md.read_text()), status="error", error="boom", metric_value=1e9)))
     synthetic.run(_log_dir(build, "t5", "Offline", "accuracy"), mode="AccuracyOnly", scenario="Offline",
                   corrupt=tuple(range(0, 64, 2)), metadata={"finished": t + 3})
+    # never staged however good they look: the fastest VALID run, made with the cheating test-only SUT,
+    # and the newest passing accuracy run, whose scorer said it could not score officially
+    synthetic.run(_log_dir(build, "t6", "Offline", "performance"), scenario="Offline", **dict(off, latency_ms=1),
+                  metadata={"finished": t + 4, "control": {"use_cached_responses": True}})
+    synthetic.run(_log_dir(build, "t7", "Offline", "accuracy"), mode="AccuracyOnly", scenario="Offline",
+                  metadata={"finished": t + 5})
+    acc7 = _log_dir(build, "t7", "Offline", "accuracy")
+    (acc7 / "accuracy.txt").write_text((acc7 / "accuracy.txt").read_text() +
+                                       "UNOFFICIAL: MBXP: no runtime for php; 3 of 9 problems counted as failed\n")
     # audits, verified against the runs staging will choose
     for scen, kw in SCEN.items():
         for test in RB.compliance_tests:
@@ -108,6 +117,8 @@ def test_submission_stage_chooses_best_runs_and_says_why(exported):
     assert why["t3"].startswith("LoadGen result INVALID")
     assert why["t4"] == "run failed: boom"
     assert why["t5"].startswith("accuracy below target")
+    assert why["t6"] == "made with --use_cached_responses=True (test-only; never submittable): rerun without it"
+    assert why["t7"] == "not an official score: MBXP: no runtime for php; 3 of 9 problems counted as failed"
     assert any("only a short run is available" in n for n in rep["notes"])
     assert "cooling" in rep["to_fill"][SYS] and "host_memory_configuration" in rep["to_fill"][SYS]
 
@@ -202,6 +213,18 @@ def test_submission_export_refuses_untruncated(exported, tmp_path):
     (root / f"results/{SYS}/resnet/Offline/accuracy/mlperf_log_accuracy.json").write_bytes(b"[" + b" " * 20000 + b"]")
     with pytest.raises(HarnessError, match="not truncated"):
         export.export(submitter="OpenHarness", division="closed", root=root, out=tmp_path / "out", tarball=False)
+
+
+def test_submission_export_refuses_test_only_run(exported, tmp_path):
+    """A run made with --use_cached_responses placed into the staged tree by hand is not exported."""
+    root = tmp_path / "stage"
+    shutil.copytree(exported["root"], root)
+    md = root / f"results/{SYS}/resnet/Offline/performance/run_1/metadata.json"
+    md.unlink()                                   # a hard link into build/logs: never write through it
+    md.write_text(json.dumps({"test_mode": "PerformanceOnly", "control": {"use_cached_responses": True}}))
+    with pytest.raises(HarnessError, match=r"made with --use_cached_responses=True \(test-only"):
+        export.export(submitter="OpenHarness", division="closed", root=root, out=tmp_path / "out", tarball=False)
+    assert not (tmp_path / "out").exists()
 
 
 def test_submission_export_with_nothing_staged_fails(tmp_path):
@@ -308,6 +331,19 @@ def test_submission_preflight_catches_invalid_result(clean_tree):
     p = clean_tree / f"closed/OpenHarness/results/{SYS}/resnet/SingleStream/performance/run_1/mlperf_log_detail.txt"
     p.write_text(p.read_text().replace('"result_validity", "value": "VALID"', '"result_validity", "value": "INVALID"'))
     _one_new_error(clean_tree, "performance result is INVALID, not VALID")
+
+
+def test_submission_preflight_catches_unofficial_score(clean_tree):
+    p = next(clean_tree.rglob("Offline/accuracy/accuracy.txt"))
+    p.write_text(p.read_text() + "UNOFFICIAL: rougeLsum used an untrained sentence splitter\n")
+    _one_new_error(clean_tree, "not an official score: rougeLsum used an untrained sentence splitter")
+
+
+def test_submission_preflight_catches_test_only_run_record(clean_tree):
+    """Where the checked tree still holds a run's metadata.json (a staged tree), test-only control fails it."""
+    run = next(clean_tree.rglob("Offline/performance/run_1"))
+    (run / "metadata.json").write_text(json.dumps({"control": {"plant_first_token": True, "verbose": True}}))
+    _one_new_error(clean_tree, "made with --plant_first_token=True (test-only; never submittable)")
 
 
 def test_submission_preflight_catches_short_duration_and_names_fast(clean_tree):

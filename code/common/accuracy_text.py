@@ -24,6 +24,9 @@ PATTERNS = {
     "mbxp_accuracy": r".*'mbxp':\s(-?[\d.]+).*",
 }
 HASH = re.compile(r"^hash=([\w\d]+)$")
+# A scorer that could not score as the official script does (a missing language runtime, an untrained
+# sentence splitter) says so in one line each; such a run is never staged nor passes the pre-flight.
+UNOFFICIAL = "UNOFFICIAL:"
 
 
 def values(text: str, metrics: Iterable[str]) -> dict[str, float]:
@@ -38,6 +41,11 @@ def values(text: str, metrics: Iterable[str]) -> dict[str, float]:
                 except ValueError:
                     pass
     return out
+
+
+def unofficial(text: str) -> list[str]:
+    """The reasons an accuracy.txt gives for not being an official score (its ``UNOFFICIAL:`` lines)."""
+    return [line.strip()[len(UNOFFICIAL):].strip() for line in text.splitlines() if line.strip().startswith(UNOFFICIAL)]
 
 
 def has_hash(text: str) -> bool:

@@ -20,7 +20,8 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-from code.common import scenarios
+from code.common import accuracy_text, scenarios
+from code.common.settings import RunControl
 
 PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 ACC_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json")
@@ -102,6 +103,12 @@ def scan(roots: Iterable[str | Path]) -> tuple[list[Run], list[str]]:
     return runs, problems
 
 
+def test_only(meta: dict) -> str | None:
+    """Why a run made with test-only control values (metadata.json ``control``) can never be submitted, or None."""
+    bad = RunControl.not_submittable(meta.get("control")) if isinstance(meta, dict) else []
+    return f"made with {', '.join(bad)} (test-only; never submittable): rerun without it" if bad else None
+
+
 def _why_not(run: Run, files: tuple[str, ...], audit_note: str) -> str | None:
     """What rules a run out in either mode, or None."""
     m = run.meta
@@ -111,6 +118,9 @@ def _why_not(run: Run, files: tuple[str, ...], audit_note: str) -> str | None:
         return f"run failed: {m.get('error') or 'status ' + str(m.get('status'))}"
     if m.get("loadgen_errors"):
         return f"LoadGen logged errors: {m['loadgen_errors'][0]}"
+    why = test_only(m)
+    if why:
+        return why
     missing = [f for f in files if not (run.dir / f).is_file()]
     if missing:
         return f"missing {', '.join(missing)}"
@@ -134,9 +144,16 @@ def _why_not_performance(run: Run) -> str | None:
 
 def _why_not_accuracy(run: Run) -> str | None:
     why = _why_not(run, ACC_FILES, "")
-    if why is None and not (run.dir / "accuracy.txt").is_file() and not (run.meta.get("accuracy") or {}).get("text"):
+    if why is not None:
+        return why
+    rec = run.meta.get("accuracy") or {}
+    txt = run.dir / "accuracy.txt"
+    if not txt.is_file() and not rec.get("text"):
         return "no accuracy.txt (accuracy was not scored)"
-    return why
+    reasons = list(rec.get("unofficial") or []) + accuracy_text.unofficial(txt.read_text() if txt.is_file() else "")
+    if reasons:
+        return f"not an official score: {reasons[0]}" + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
+    return None
 
 
 def _acc_passed(run: Run) -> bool | None:

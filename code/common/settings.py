@@ -17,6 +17,11 @@ from typing import Any, Mapping
 from code.common.benchmark import BenchmarkSpec
 
 
+def _NOT_SUBMITTABLE(default: Any) -> Any:
+    """A RunControl value that makes a run unsubmittable when it differs from ``default``."""
+    return dataclasses.field(default=default, metadata={"not_submittable": True})
+
+
 @dataclasses.dataclass(frozen=True)
 class RunControl:
     """Steers one invocation; never part of a run's settings or its config hash."""
@@ -27,11 +32,13 @@ class RunControl:
     verbose: bool = False
     log_dir: str | None = None
     overwrite: bool = False                # replace an existing run folder (audits replace theirs)
-    use_cached_responses: bool = False     # TEST ONLY: the cheating SUT TEST04 exists to catch
-    plant_first_token: bool = False        # TEST ONLY: first-token events carry a wrong token (TEST06 must fail)
-    null_processor: bool = False           # benchmarks of the harness itself: no model work
-    null_service_ms: float = 0.0           # with null_processor: each batch sleeps this long (a known service rate)
-    slow_batch_ms: float = 0.0             # TEST ONLY (executor=ray): each actor batch takes at least this long
+    # Values marked _NOT_SUBMITTABLE change what the SUT answers or how fast: a run made with any of them set
+    # is never staged nor exported (``not_submittable``).
+    use_cached_responses: bool = _NOT_SUBMITTABLE(False)   # TEST ONLY: the cheating SUT TEST04 exists to catch
+    plant_first_token: bool = _NOT_SUBMITTABLE(False)      # TEST ONLY: first-token events carry a wrong token (TEST06)
+    null_processor: bool = _NOT_SUBMITTABLE(False)         # benchmarks of the harness itself: no model work
+    null_service_ms: float = _NOT_SUBMITTABLE(0.0)         # with null_processor: each batch sleeps this long
+    slow_batch_ms: float = _NOT_SUBMITTABLE(0.0)           # TEST ONLY (executor=ray): each actor batch takes >= this
     force_rebuild: bool = False            # engines are built again (code.common.engines.rebuilding)
     find_probe_seconds: float = 10.0       # find_performance (code.common.tuning)
     find_confirm_seconds: float = 60.0
@@ -44,6 +51,15 @@ class RunControl:
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def not_submittable(cls, recorded: Mapping[str, Any] | None) -> list[str]:
+        """The test-only / harness-benchmark values a run's recorded ``control`` (metadata.json) has set, as
+        ``--name=value``; empty for a run that may be submitted."""
+        if not isinstance(recorded, Mapping):
+            return []
+        return [f"--{f.name}={recorded[f.name]}" for f in dataclasses.fields(cls)
+                if f.metadata.get("not_submittable") and f.name in recorded and recorded[f.name] != f.default]
 
 
 def _jsonable(v: Any) -> Any:

@@ -36,9 +36,10 @@ from pathlib import Path
 from code.common.cli import ArgumentParser, guarded
 from code.common import paths
 from code.common.errors import HarnessError
-from code.common.fileio import staged_dir, staged_path, write_text
+from code.common.fileio import read_json, staged_dir, staged_path, write_text
 from code.common import rounds
 from code.common.accuracy_text import has_hash
+from code.common.selection import test_only
 from code.common.submission.stage import check_name, staging_root
 from code.common.submission.tree import link_or_copy, link_tree
 from code.common.submission.truncate import MAX_TRUNCATED
@@ -58,6 +59,14 @@ def _copy_some(src: Path, dst: Path, names) -> None:
     for n in names:
         if (src / n).is_file():
             link_or_copy(src / n, dst / n)
+
+
+def _check_submittable(run_dir: Path) -> None:
+    """A staged run made with test-only control values (its metadata.json) is never exported."""
+    md = run_dir / "metadata.json"
+    why = test_only(read_json(md, "make update_results")) if md.is_file() else None
+    if why:
+        raise HarnessError(f"{run_dir}: {why}", "make update_results (it stages only submittable runs)")
 
 
 def _check_truncated(acc_dir: Path) -> None:
@@ -115,8 +124,10 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
                 continue
             systems.add(system)
             dst = sub / "results" / system / bench / scen
+            _check_submittable(scen_dir / "performance" / "run_1")
             _copy_some(scen_dir / "performance" / "run_1", dst / "performance" / "run_1", PERF_FILES)
             if (scen_dir / "accuracy").is_dir():
+                _check_submittable(scen_dir / "accuracy")
                 _check_truncated(scen_dir / "accuracy")
                 _copy_some(scen_dir / "accuracy", dst / "accuracy", ACC_FILES)
                 if (scen_dir / "accuracy" / "images").is_dir():

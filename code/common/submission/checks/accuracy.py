@@ -6,7 +6,7 @@ from pathlib import Path
 
 from code.common import rounds
 from code.common import accuracy_text as acc_text
-from code.common.submission.checks.findings import Findings, log_basics, read_log, require
+from code.common.submission.checks.findings import Findings, log_basics, read_log, require, run_record
 from code.common.submission.truncate import MAX_TRUNCATED
 
 RUN_FILES = ("mlperf_log_summary.txt", "accuracy.txt", "mlperf_log_accuracy.json")
@@ -28,6 +28,7 @@ def check_accuracy(f: Findings, d: Path, rnd: rounds.Round, rb: rounds.RoundBenc
     a = d / "accuracy"
     for name in RUN_FILES:
         require(f, a / name)
+    run_record(f, a)
     log = read_log(f, a / "mlperf_log_detail.txt")
     if log:
         log_basics(f, log, rnd, "accuracy")
@@ -41,6 +42,8 @@ def check_accuracy(f: Findings, d: Path, rnd: rounds.Round, rb: rounds.RoundBenc
         found = acc_text.values(text, rb.accuracy_metrics)
         for p in acc_text.judge(found, dict(rb.accuracy_min), dict(rb.accuracy_max)):
             f.error(txt, p)
+        for why in acc_text.unofficial(text):
+            f.error(txt, f"not an official score: {why}")
         if not acc_text.has_hash(text):
             f.error(txt, "no hash= line: run make truncate_results")
     acc_log = a / "mlperf_log_accuracy.json"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from code.common import rounds
 from code.common.compliance.mlperf_log import DetailLog
+from code.common.selection import test_only
 
 
 class Findings:
@@ -72,3 +73,13 @@ def log_basics(f: Findings, log: DetailLog, rnd: rounds.Round, what: str) -> Non
         if got != want:
             f.error(log.path, f"{k} is {got}, the {rnd.version} value is {want} (LoadGen's compiled-in mlperf.conf "
                               "was overridden or another LoadGen was used)")
+
+
+def run_record(f: Findings, run_dir: Path) -> None:
+    """A run's own record where the tree still holds it (a staged tree; exports leave metadata.json out): a
+    run made with test-only control values can never be a submission result."""
+    md = run_dir / "metadata.json"
+    meta = read_json(f, md) if md.is_file() else None
+    why = test_only(meta) if isinstance(meta, dict) else None
+    if why:
+        f.error(md, why)

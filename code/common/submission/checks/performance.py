@@ -6,7 +6,7 @@ from pathlib import Path
 from code.common import rounds, scenarios
 from code.common.compliance.mlperf_log import DetailLog
 from code.common.submission import mlperf_conf
-from code.common.submission.checks.findings import Findings, log_basics, read_log, require
+from code.common.submission.checks.findings import Findings, log_basics, read_log, require, run_record
 
 FAST_MIN_DURATION_MS = 60_000   # what --fast (--test_run) sets
 
@@ -83,5 +83,6 @@ def check_performance(f: Findings, d: Path, rnd: rounds.Round, rb: rounds.RoundB
     run = d / "performance" / "run_1"
     log = read_log(f, run / "mlperf_log_detail.txt")
     require(f, run / "mlperf_log_summary.txt")
+    run_record(f, run)
     if log:
         perf_checks(f, log, rnd, rb, scen, conf, "performance")
