@@ -138,6 +138,7 @@ def test_python_programs_pass_fail_and_are_contained(tmp_path, sandbox_root, lis
     assert r["mbxp"] == pytest.approx(37.5)
     assert r["by_language"] == {"python": {"passed": 3, "scored": 8}}
     assert r["evaluator"] == "harness" and r["not_scored"] == {} and r["missing_runtimes"] == []
+    assert r["unofficial"] == []
     if mbxp.namespace_available():
         assert r["containment"].startswith("unshare")
 
@@ -307,7 +308,7 @@ def test_typescript_compiled_means_tsc_exit_2(tmp_path, sandbox_root, monkeypatc
 
 # --- MBXP: what is not scored, the summary, the mxeval path, bad input ---------------------------
 
-def test_javascript_without_lodash_is_not_scored(tmp_path, monkeypatch):
+def test_javascript_without_lodash_counts_as_failed_and_unofficial(tmp_path, monkeypatch):
     if not shutil.which("node"):
         pytest.skip("node is not installed")
     mbxp._node_module_found.cache_clear()
@@ -318,11 +319,17 @@ def test_javascript_without_lodash_is_not_scored(tmp_path, monkeypatch):
                           evaluator="harness")
     finally:
         mbxp._node_module_found.cache_clear()
-    assert r["scored"] == 0 and r["missing_tools"] == {"javascript": "node module lodash"}
-    assert "javascript 1 (runtime not installed: node module lodash)" in mbxp.summary(r)
+    assert (r["scored"], r["passed"], r["mbxp"]) == (1, 0, 0.0)
+    assert r["missing_tools"] == {"javascript": "node module lodash"}
+    assert r["unofficial"] == ["MBXP: no runtime for javascript (npm install -g lodash); 1 of 1 problems counted "
+                               "as failed"]
+    assert "javascript 1 (node module lodash)" in mbxp.summary(r)
 
 
-def test_missing_runtime_is_not_scored(sandbox_root, monkeypatch):
+def test_missing_runtime_counts_as_failed_and_is_unofficial(sandbox_root, monkeypatch):
+    """The reference's denominator (evaluate_mbxp.py: every problem of its six languages; a problem whose
+    compiler or interpreter is missing fails in mxeval): problems without a runtime count as failed, and
+    the score says it is not the official one, with the install command."""
     real = shutil.which
     monkeypatch.setattr(mbxp.shutil, "which", lambda t, *a, **k: None if t in ("node", "g++") else real(t, *a, **k))
     probs = [py("add", "def add(a, b):\n    return a + b\n"),
@@ -331,20 +338,25 @@ def test_missing_runtime_is_not_scored(sandbox_root, monkeypatch):
              {"lang": "cpp", "entry_point": "c", "test_code": "", "response": "int main() {}"},
              {"lang": "go", "entry_point": "d", "test_code": "", "response": "package main"}]
     r = mbxp.evaluate(probs, workers=1, timeout=5, evaluator="harness", tmp_root=str(sandbox_root))
-    assert (r["passed"], r["scored"], r["total"], r["mbxp"]) == (1, 1, 5, 100.0)
-    assert r["not_scored"] == {"javascript": 2, "cpp": 1, "go": 1}
+    assert (r["passed"], r["scored"], r["total"], r["mbxp"]) == (1, 4, 5, 25.0)
+    assert r["not_scored"] == {"go": 1} and r["not_run"] == {"javascript": 2, "cpp": 1}
     assert r["missing_runtimes"] == ["cpp", "javascript"]
-    assert r["by_language"] == {"python": {"passed": 1, "scored": 1}}
-    assert [d["passed"] for d in r["details"]] == [True, None, None, None, None]
+    assert r["by_language"] == {"python": {"passed": 1, "scored": 1}, "javascript": {"passed": 0, "scored": 2},
+                                "cpp": {"passed": 0, "scored": 1}}
+    assert [d["passed"] for d in r["details"]] == [True, False, False, False, None]
+    assert r["unofficial"] == [
+        "MBXP: no runtime for cpp (apt-get install g++); 1 of 4 problems counted as failed",
+        "MBXP: no runtime for javascript (apt-get install nodejs); 2 of 4 problems counted as failed"]
     line = mbxp.summary(r)
-    assert line.startswith("MBXP: scored 1 of 5 problems (python 1), passed 1 (100.00%); not scored: ")
-    assert "javascript 2, cpp 1 (runtime not installed: g++, node)" in line, line
+    assert line.startswith("MBXP: scored 4 of 5 problems (javascript 2, cpp 1, python 1), passed 1 (25.00%); "
+                           "counted as failed, not run (runtime not installed): cpp 1 (g++), javascript 2 (node)"), line
     assert "go 1 (not scored by the reference)" in line
     assert r["missing_tools"] == {"cpp": "g++", "javascript": "node"}
-    assert r["details"][1]["reason"] == "not scored: runtime not installed (node)"
+    assert r["details"][1]["reason"] == "failed: not run, runtime not installed (node)"
     assert "evaluator: harness" in line and "\n" not in line
     empty = mbxp.evaluate(probs[1:4], evaluator="harness")
-    assert empty["mbxp"] == 0.0 and empty["scored"] == 0
+    assert empty["mbxp"] == 0.0 and empty["scored"] == 3 and len(empty["unofficial"]) == 2
+    assert mbxp.evaluate([py("add", "def add(a, b):\n    return a + b\n")], evaluator="harness")["unofficial"] == []
 
 
 def test_mxeval_is_used_when_it_imports(monkeypatch):

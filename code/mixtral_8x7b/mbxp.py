@@ -15,10 +15,15 @@ What is scored, as the reference:
   Compiling gets mxeval's 100 s, each run ``timeout`` (the reference's 20 s).
 
 Which evaluator runs: mxeval's functions when ``mxeval`` imports (the reference's way, and its own, weak,
-containment), else this module's runner ("harness"). A language whose runtime is not installed is not
-scored at all (never a pass, never a zero); the result and ``summary()`` say so. Every MBXP javascript
-test does ``require("lodash")`` (the reference's image installs it with npm), so javascript also needs
-lodash: it is looked up through the caller's NODE_PATH, then the global modules of the node on PATH.
+containment), else this module's runner ("harness").
+
+The denominator is the reference's: every problem in a scored language. A problem whose language runtime
+is not installed here is not run and counts as failed (as in the reference, where mxeval's compile or run
+step fails); the score is then not the official one, and the result's ``unofficial`` holds one line per
+such language with the command that installs it (accuracy.txt writes them as ``UNOFFICIAL:`` lines). Every
+MBXP javascript test does ``require("lodash")`` (the reference's image installs it with npm), so
+javascript also needs lodash: it is looked up through the caller's NODE_PATH, then the global modules of
+the node on PATH.
 
 Where the harness runner differs from mxeval: python runs in a fresh interpreter under the audit hook
 below instead of in a forked child with mxeval's ``reliability_guard`` (which sets ``os.remove``,
@@ -74,6 +79,12 @@ RUNTIMES = {"python": (), "cpp": ("g++",), "javascript": ("node",), "php": ("php
             "typescript": ("tsc", "node")}
 """Executables each scored language needs on PATH (python runs on this interpreter)."""
 
+INSTALL = {"g++": "apt-get install g++", "node": "apt-get install nodejs", "php": "apt-get install php-cli",
+           "ruby": "apt-get install ruby", "tsc": "npm install -g typescript", "npx": "apt-get install npm",
+           "node module lodash": "npm install -g lodash"}
+"""The command that installs each runtime piece (Debian / Ubuntu names; the reference's Dockerfile.eval
+installs the same tools)."""
+
 COMPILE_TIMEOUT_S = 100.0      # mxeval's compile_timeout for g++ and tsc
 MEMORY_BYTES = 4 << 30         # RLIMIT_AS: g++ and node need well under this
 FILE_BYTES = 256 << 20         # RLIMIT_FSIZE: one binary, one output file
@@ -81,7 +92,7 @@ MAX_PROCESSES = 256            # RLIMIT_NPROC, namespace mode only (counted per 
                                # kernel does not apply it to real root)
 OUTPUT_TAIL = 400              # characters of a failing program's output kept as its reason
 
-NOT_INSTALLED = "runtime not installed"
+NOT_INSTALLED = "runtime not installed"     # counted as failed (the reference's denominator)
 NOT_REFERENCE = "not scored by the reference"
 _FIX = "regenerate the Mixtral dataset: make preprocess_data BENCHMARKS=mixtral_8x7b"
 
@@ -155,6 +166,11 @@ def _node_module_found(module: str, cwd: str, search: str) -> bool:
                               stdin=subprocess.DEVNULL, capture_output=True, timeout=60).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def install_command(missing: str) -> str:
+    """The command that installs what ``missing_runtime`` names ("g++, node" -> both commands)."""
+    return "; ".join(INSTALL.get(m.strip(), f"install {m.strip()}") for m in missing.split(","))
 
 
 def missing_runtime(lang: str, evaluator: str = "harness", execution=None) -> str | None:
@@ -638,10 +654,13 @@ def evaluate(problems: Sequence[dict], workers: int = 2, timeout: float = 20.0, 
 
     ``evaluator``: "auto" (mxeval when it imports, else "harness"), "mxeval" or "harness". Programs run
     ``workers`` at a time. Returns ``mbxp`` (100*passed/scored; 0.0 when nothing is scored), ``passed``,
-    ``scored``, ``total``, ``by_language`` {lang: {"passed", "scored"}}, ``not_scored`` {lang: count},
-    ``not_scored_reason`` {lang: why}, ``missing_runtimes``, ``evaluator``, ``evaluator_note``,
-    ``containment`` and ``details``: one {key, lang, passed, reason} per problem in input order
-    (``passed`` None for a problem that is not scored).
+    ``scored`` (the reference's denominator: every problem in a REFERENCE_LANGUAGES language, those whose
+    runtime is missing included, as failed), ``total``, ``by_language`` {lang: {"passed", "scored"}},
+    ``not_scored`` {lang: count} (languages the reference leaves out), ``not_run`` {lang: count} and
+    ``missing_runtimes`` / ``missing_tools`` (languages counted as failed for want of a runtime),
+    ``unofficial`` (one line per such language, with its install command; empty when the score is the
+    official one), ``evaluator``, ``evaluator_note``, ``containment`` and ``details``: one {key, lang,
+    passed, reason} per problem in input order (``passed`` None for a problem the reference leaves out).
     """
     items = _validate(problems)
     if not isinstance(workers, int) or workers < 1:
@@ -662,15 +681,20 @@ def evaluate(problems: Sequence[dict], workers: int = 2, timeout: float = 20.0, 
 
     details: list[dict] = [{"key": p["key"], "lang": p["lang"], "passed": None, "reason": ""} for p in items]
     not_scored: dict[str, int] = {}
-    not_scored_reason: dict[str, str] = {}
+    not_run: dict[str, int] = {}
+    by_language: dict[str, dict[str, int]] = {}
     todo = []
     for i, p in enumerate(items):
         lang = p["lang"]
-        why = NOT_REFERENCE if lang not in REFERENCE_LANGUAGES else NOT_INSTALLED if missing.get(lang) else None
-        if why:
+        if lang not in REFERENCE_LANGUAGES:
             not_scored[lang] = not_scored.get(lang, 0) + 1
-            not_scored_reason[lang] = why
-            details[i]["reason"] = f"not scored: {why}" + (f" ({missing[lang]})" if why == NOT_INSTALLED else "")
+            details[i]["reason"] = f"not scored: {NOT_REFERENCE}"
+            continue
+        by_language.setdefault(lang, {"passed": 0, "scored": 0})["scored"] += 1
+        if missing.get(lang):         # in the denominator, as the reference counts it: failed
+            not_run[lang] = not_run.get(lang, 0) + 1
+            details[i]["passed"] = False
+            details[i]["reason"] = f"failed: not run, {NOT_INSTALLED} ({missing[lang]})"
         else:
             todo.append(i)
 
@@ -684,39 +708,37 @@ def evaluate(problems: Sequence[dict], workers: int = 2, timeout: float = 20.0, 
                                     compile_timeout=compile_timeout, tmp_root=tmp_root))
 
     start = time.monotonic()
-    by_language: dict[str, dict[str, int]] = {}
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
             for i, passed, reason in pool.map(one, todo):
                 details[i]["passed"], details[i]["reason"] = passed, reason
-                b = by_language.setdefault(items[i]["lang"], {"passed": 0, "scored": 0})
-                b["scored"] += 1
-                b["passed"] += passed
+                by_language[items[i]["lang"]]["passed"] += passed
     except OSError as e:         # the temp folder: full disk, read-only, missing
         raise from_os_error(e) or HarnessError(f"MBXP: cannot run programs: {e}",
                                                "point TMPDIR at a writable folder with free space") from None
     n_passed = sum(b["passed"] for b in by_language.values())
     n_scored = sum(b["scored"] for b in by_language.values())
+    tools = {lang: missing[lang] for lang in sorted(not_run)}
+    unofficial = [f"MBXP: no runtime for {lang} ({install_command(tools[lang])}); {not_run[lang]} of {n_scored} "
+                  f"problems counted as failed" for lang in sorted(not_run)]
     return {"mbxp": 100.0 * n_passed / n_scored if n_scored else 0.0, "passed": n_passed, "scored": n_scored,
-            "total": len(items), "by_language": by_language, "not_scored": not_scored,
-            "not_scored_reason": not_scored_reason,
-            "missing_runtimes": sorted(lang for lang, why in not_scored_reason.items() if why == NOT_INSTALLED),
-            "missing_tools": {lang: what for lang, what in sorted(missing.items()) if what and lang in not_scored},
+            "total": len(items), "by_language": by_language, "not_scored": not_scored, "not_run": not_run,
+            "missing_runtimes": sorted(not_run), "missing_tools": tools, "unofficial": unofficial,
             "evaluator": used, "evaluator_note": note, "containment": containment(used, namespace),
             "namespace": namespace, "elapsed_s": round(time.monotonic() - start, 3), "details": details}
 
 
 def summary(result: dict) -> str:
-    """One line for accuracy.txt: what was scored, what was not and why, which evaluator, which containment."""
+    """One line for accuracy.txt: what was scored, what was counted as failed without running and why,
+    what the reference leaves out, which evaluator, which containment."""
     langs = sorted(result["by_language"].items(), key=lambda kv: (-kv[1]["scored"], kv[0]))
     line = (f"MBXP: scored {result['scored']} of {result['total']} problems"
             + (" (" + ", ".join(f"{lang} {b['scored']}" for lang, b in langs) + ")" if langs else "")
             + f", passed {result['passed']} ({result['mbxp']:.2f}%)")
-    groups: dict[str, list[str]] = {}
-    for lang, n in sorted(result["not_scored"].items(), key=lambda kv: (-kv[1], kv[0])):
-        groups.setdefault(result["not_scored_reason"][lang], []).append(f"{lang} {n}")
-    tools = ", ".join(dict.fromkeys(result.get("missing_tools", {}).values()))
-    if groups:
-        line += "; not scored: " + ", ".join(
-            f"{', '.join(v)} ({why}{': ' + tools if why == NOT_INSTALLED and tools else ''})" for why, v in groups.items())
+    if result["not_run"]:
+        line += "; counted as failed, not run (" + NOT_INSTALLED + "): " + ", ".join(
+            f"{lang} {n} ({result['missing_tools'][lang]})" for lang, n in sorted(result["not_run"].items()))
+    if result["not_scored"]:
+        line += "; not scored: " + ", ".join(f"{lang} {n}" for lang, n in sorted(
+            result["not_scored"].items(), key=lambda kv: (-kv[1], kv[0]))) + f" ({NOT_REFERENCE})"
     return line + f"; evaluator: {result['evaluator']} ({result['evaluator_note']}); containment: {result['containment']}"
