@@ -59,7 +59,9 @@ class MixtralBenchmark(LLMBenchmark):
         OpenOrca references are built as the layer builds them; MBXP tests stay the hand-written ones."""
         if not self.tiny:
             self.download_real_data()
+            self.download_punkt_tab()
             return
+        self.download_punkt_tab()
         from code.common.llm import tiny
         from code.common.llm.generation import cut_at_stop
         from code.common.llm.harness import save_prompts
@@ -115,9 +117,9 @@ class MixtralBenchmark(LLMBenchmark):
     def score(self, idx, tokens, preds, targets) -> dict[str, Any]:
         """language/mixtral-8x7b/evaluate-accuracy.py: ROUGE over the OpenOrca samples, GSM8K accuracy,
         MBXP pass rate (``code.mixtral_8x7b.mbxp``: the reference's evaluator when mxeval is installed, else
-        ours; languages without a runtime are left out and said so), gen_len (characters of the OpenOrca
-        predictions), gen_num, gen_tok_len (every output token; the EOS is not in the outputs) and
-        tokens_per_sample."""
+        ours; the reference's denominator, a problem whose language has no runtime here counted as failed and
+        the score marked unofficial), gen_len (characters of the OpenOrca predictions), gen_num, gen_tok_len
+        (every output token; the EOS is not in the outputs) and tokens_per_sample."""
         from code.common.llm import rouge
         from code.mixtral_8x7b import gsm8k, mbxp
 
@@ -126,8 +128,10 @@ class MixtralBenchmark(LLMBenchmark):
         by = {k: [j for j, i in enumerate(idx) if kinds[i] == k] for k in dataset.KINDS}
         out: dict[str, Any] = {}
         if by["OpenOrca"]:
-            pp, tt = rouge.postprocess_text([preds[j] for j in by["OpenOrca"]], [targets[j] for j in by["OpenOrca"]])
+            pp, tt = rouge.postprocess_text([preds[j] for j in by["OpenOrca"]], [targets[j] for j in by["OpenOrca"]],
+                                            self.variant)
             out.update(rouge.rouge(pp, tt))
+            self.mark_unofficial(rouge.unofficial_reasons(self.variant, self.fix("download_data")))
             gen_len = int(np.sum([len(p) for p in pp]))
         else:
             gen_len = 0
@@ -140,6 +144,7 @@ class MixtralBenchmark(LLMBenchmark):
         m = mbxp.evaluate(problems, workers=int(self.settings.values.get("mbxp_workers") or 2),
                           timeout=float(self.settings.values.get("mbxp_timeout_s") or 20)) if problems else None
         out["mbxp"] = m["mbxp"] if m else 0.0
+        self.mark_unofficial(m["unofficial"] if m else [])
         gen_tok_len = int(sum(len(t) for t in tokens))
         out.update({"gen_len": gen_len, "gen_num": len(idx), "gen_tok_len": gen_tok_len,
                     "tokens_per_sample": round(gen_tok_len / max(1, len(idx)), 1)})

@@ -594,3 +594,182 @@ def gated_model(dest: Path, *, repo: str, files: Sequence[str], revision: str | 
         raise
     log(f"{tag} {repo}{'@' + revision[:12] if revision else ''} verified -> {dest}")
     return dest
+
+
+# --- NLTK's punkt_tab (the sentence splitter of rougeLsum) -------------------------------------------
+#
+# What nltk.download("punkt_tab") does (nltk.downloader.Downloader), and download_punkt_tab reproduces
+# through $MLPERF_DOWNLOAD_MIRROR:
+#   1. GET the index XML at Downloader.DEFAULT_URL; its <package id="punkt_tab"> gives the zip's url,
+#      size, unzipped_size, md5 ``checksum`` (and ``sha256_checksum`` where the index has one) and subdir
+#      ("tokenizers").
+#   2. GET the zip; it must have the index's size and checksum (sha256 when given, else md5), or it is
+#      discarded.
+#   3. Unzip it into <data dir>/<subdir>/ (every member under the top-level folder "punkt_tab/", the whole
+#      no larger than unzipped_size); the zip is kept beside it, as NLTK keeps it.
+# Here the unzip goes to a staging folder that is renamed into place only once punkt_tab's english model
+# loads from it, and a record (rouge.RECORD) is written last.
+
+NLTK_INDEX_URL = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/index.xml"   # Downloader.DEFAULT_URL
+UNZIP_SLACK = 1 << 20
+
+
+def _punkt_fix(fix: str) -> str:
+    return (f"check network access to raw.githubusercontent.com (${fileio.MIRROR_ENV} names a mirror), then {fix}; "
+            "or unzip NLTK's punkt_tab.zip into <nltk_data>/tokenizers/ yourself")
+
+
+def punkt_index_entry(index_xml: str, fix: str):
+    """The punkt_tab entry of NLTK's index, parsed and checked by NLTK's own ``Package`` (id, subdir)."""
+    import xml.etree.ElementTree as ET
+
+    from nltk.downloader import Package
+
+    from code.common.llm import rouge
+
+    try:
+        root = ET.fromstring(index_xml)
+    except ET.ParseError as e:
+        raise HarnessError(f"NLTK's data index is not XML ({e})", _punkt_fix(fix), 3) from None
+    el = next((p for p in root.iter("package") if p.get("id") == rouge.PUNKT), None)
+    if el is None:
+        raise HarnessError(f"NLTK's data index lists no package {rouge.PUNKT}", _punkt_fix(fix), 3)
+    try:
+        pkg = Package.fromxml(el)
+    except (TypeError, ValueError) as e:      # a missing size, a bad subdir or id
+        raise HarnessError(f"NLTK's index entry for {rouge.PUNKT} is malformed: {e}", _punkt_fix(fix), 3) from None
+    if not pkg.url.endswith(".zip") or not (pkg.checksum or getattr(pkg, "sha256_checksum", None)):
+        raise HarnessError(f"NLTK's index entry for {rouge.PUNKT} names no zip with a checksum", _punkt_fix(fix), 3)
+    return pkg
+
+
+def _unzip_punkt(zpath: Path, dest: Path, package_id: str, unzipped_size: int, fix: str) -> None:
+    """The zip's members under ``<package_id>/`` into ``dest`` (that prefix removed); refuses members
+    elsewhere, links, and more bytes than the index declared (NLTK's own rules)."""
+    import zipfile
+
+    try:
+        zf = zipfile.ZipFile(zpath)
+    except zipfile.BadZipFile as e:
+        raise HarnessError(f"{zpath.name} is not a zip ({e})", _punkt_fix(fix), 3) from None
+    with zf:
+        total = 0
+        for info in zf.infolist():
+            parts = Path(info.filename).parts
+            if not parts or parts[0] != package_id or ".." in parts or info.filename.startswith("/"):
+                raise HarnessError(f"{zpath.name}: member {info.filename!r} is outside {package_id}/",
+                                   _punkt_fix(fix), 3)
+            total += info.file_size
+            if total > unzipped_size + UNZIP_SLACK:
+                raise HarnessError(f"{zpath.name} unzips to more than the {unzipped_size} bytes NLTK's index "
+                                   "declares", _punkt_fix(fix), 3)
+            target = dest.joinpath(*parts[1:]) if len(parts) > 1 else dest
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "wb") as out:
+                shutil.copyfileobj(src, out)
+
+
+def download_punkt_tab(data_dir: Path | None = None, *, fix: str, tag: str = "[nltk]", log=print) -> Path:
+    """NLTK's punkt_tab into ``data_dir`` (default ``rouge.nltk_data_dir()``), as ``nltk.download`` installs
+    it (see the notes above); reused when the record and the model are in place. ``fix``: the make command
+    that reruns this. Returns the punkt_tab folder."""
+    from code.common.llm import rouge
+
+    data_dir = Path(data_dir or rouge.nltk_data_dir())
+    final = rouge.punkt_dir(data_dir)
+    rec = rouge.read_record(data_dir)
+    if rec.get("variant") == "official":
+        try:
+            rouge.load_punkt(data_dir)
+            log(f"{tag} {rouge.PUNKT} present ({rec.get('sha256') or rec.get('md5')}): {final}")
+            return final
+        except (LookupError, OSError, ValueError):
+            pass
+    try:
+        index = fetch_text(NLTK_INDEX_URL)
+    except PermissionError as e:
+        raise HarnessError(f"could not fetch NLTK's data index {NLTK_INDEX_URL}: {e}", _punkt_fix(fix), 3) from None
+    except Exception as e:     # DNS, refused, timeout, HTTP errors
+        raise HarnessError(f"could not fetch NLTK's data index {fileio.mirrored(NLTK_INDEX_URL)}: "
+                           f"{type(e).__name__}: {e}".replace("\n", " "), _punkt_fix(fix), 3) from None
+    pkg = punkt_index_entry(index, fix)
+    sha256 = getattr(pkg, "sha256_checksum", None) or None
+    md5 = None if sha256 else pkg.checksum
+
+    def size_ok(p: Path) -> None:
+        if p.stat().st_size != pkg.size:
+            raise HarnessError(f"{pkg.url}: {p.stat().st_size} bytes, NLTK's index says {pkg.size} (file discarded)",
+                               _punkt_fix(fix), 3)
+
+    zpath = data_dir / pkg.subdir / f"{pkg.id}.zip"
+    fileio.download(pkg.url, zpath, sha256=sha256, md5=md5, check=size_ok, fix=fix)
+    try:
+        with fileio.staged_dir(final) as tmp:
+            _unzip_punkt(zpath, tmp, pkg.id, pkg.unzipped_size, fix)
+            try:                          # it must load from the staging folder before the swap
+                rouge.load_punkt(tmp, tmp / rouge.LANGUAGE)
+            except (LookupError, OSError, ValueError) as e:
+                zpath.unlink(missing_ok=True)
+                raise HarnessError(f"{pkg.url} holds no loadable {rouge.PUNKT}/{rouge.LANGUAGE} model "
+                                   f"({type(e).__name__})", _punkt_fix(fix), 3) from None
+    except OSError as e:
+        raise from_os_error(e) or HarnessError(f"cannot unzip {zpath}: {e}", f"free space in {data_dir}, then {fix}")
+    fileio.write_json(data_dir / rouge.RECORD, {
+        "package": pkg.id, "variant": "official", "index": NLTK_INDEX_URL, "url": pkg.url, "size": pkg.size,
+        "unzipped_size": pkg.unzipped_size, "sha256": sha256, "md5": pkg.checksum,
+        "source": fileio.mirrored(pkg.url)})
+    log(f"{tag} {rouge.PUNKT}: size {pkg.size} and {'sha256' if sha256 else 'md5'} ok (NLTK's index) -> {final}")
+    return final
+
+
+def punkt_params_files(params) -> dict[str, str]:
+    """Punkt parameters as the four files of a punkt_tab language folder, in the format NLTK's
+    ``load_punkt_params`` reads (nltk.tabdata's encoder, as ``save_punkt_params`` writes them)."""
+    from nltk.tabdata import TabEncoder
+
+    enc = TabEncoder()
+    return {"collocations.tab": enc.tups2tab(params.collocations), "sent_starters.txt": enc.set2txt(params.sent_starters),
+            "abbrev_types.txt": enc.set2txt(params.abbrev_types), "ortho_context.tab": enc.ivdict2tab(params.ortho_context)}
+
+
+TINY_PUNKT_TITLES = ("Mr.", "Mrs.", "Dr.", "Prof.", "St.", "Gen.", "Capt.")
+
+
+def tiny_punkt_params(seed: int = 0):
+    """A Punkt model trained with NLTK's PunktTrainer on local text: synthetic sentences, a third of them
+    opening with a title ("Dr. <word> ..."), so that it learns abbreviations the untrained splitter does
+    not know."""
+    from nltk.tokenize.punkt import PunktTrainer
+
+    from code.common.llm import tiny
+
+    g = tiny.TextGen(tiny.SEED + 11 + seed)
+    sentences = [g.sentence() for _ in range(1500)]
+    text = " ".join(f"{TINY_PUNKT_TITLES[i % len(TINY_PUNKT_TITLES)]} {s}" if i % 3 == 0 else s
+                    for i, s in enumerate(sentences))
+    trainer = PunktTrainer()
+    trainer.train(text, finalize=True)
+    return trainer.get_params()
+
+
+def install_tiny_punkt_tab(data_dir: Path | None = None, log=print) -> Path:
+    """The tiny variant's punkt_tab (tiny_punkt_params) into ``data_dir`` (default
+    ``rouge.nltk_data_dir("tiny")``), with a record marking it tiny; kept when already there. No network."""
+    from code.common.llm import rouge
+
+    data_dir = Path(data_dir or rouge.nltk_data_dir("tiny"))
+    final = rouge.punkt_dir(data_dir)
+    if rouge.read_record(data_dir).get("variant") == "tiny" and (final / rouge.LANGUAGE).is_dir():
+        return final
+    with fileio.staged_dir(final) as tmp:
+        lang = tmp / rouge.LANGUAGE
+        lang.mkdir()
+        for name, text in punkt_params_files(tiny_punkt_params()).items():
+            (lang / name).write_text(text, encoding="utf-8", newline="")
+    fileio.write_json(data_dir / rouge.RECORD, {"package": rouge.PUNKT, "variant": "tiny",
+                                                "trained_on": "synthetic text (code.common.llm.download.tiny_punkt_params)"})
+    log(f"[download_data] tiny {rouge.PUNKT} (trained locally, not NLTK's) -> {final}")
+    return final

@@ -159,8 +159,14 @@ class LLMBenchmark(Benchmark):
         (strip, one sentence per line) then ``metrics``. Mixtral overrides it (three sub-datasets)."""
         from code.common.llm import rouge
 
-        pp, tt = rouge.postprocess_text(preds, targets)
+        pp, tt = rouge.postprocess_text(preds, targets, self.variant)
+        self.mark_unofficial(rouge.unofficial_reasons(self.variant, self.fix("download_data")))
         return self.metrics(pp, tt, tokens)
+
+    def mark_unofficial(self, reasons: Sequence[str]) -> None:
+        """For score(): why this score is not the official one (one line each, with the command that fixes
+        it); accuracy() writes them as ``UNOFFICIAL: <reason>`` lines and returns them as ``unofficial``."""
+        self.score_unofficial = [*getattr(self, "score_unofficial", []), *reasons]
 
     # metrics the tiny variant is judged on against plain model.generate (prefixes)
     tiny_judged: tuple[str, ...] = ("rouge",)
@@ -248,7 +254,9 @@ class LLMBenchmark(Benchmark):
         token a harness changes, which makes the fidelity comparison sensitive."""
         if not self.tiny:
             self.download_real_data()
+            self.download_punkt_tab()
             return
+        self.download_punkt_tab()
         out_dir, tok, prompts, leads = self._tiny_raw()
         outs = self._plain_generate(prompts, self.read_extra(tok, out_dir).get("stops"))
         save_prompts(out_dir / "generate_reference.npz", outs)
@@ -256,6 +264,16 @@ class LLMBenchmark(Benchmark):
         targets = [f"{lead.split('.')[0]}. {t[:max(1, int(len(t) * 0.6))].strip()}" for lead, t in zip(leads, texts)]
         self.make_tiny_raw(tok, out_dir, targets)
         print(f"[download_data] {len(prompts)} synthetic samples -> {out_dir}")
+
+    def download_punkt_tab(self) -> None:
+        """rougeLsum's sentence splitter: NLTK's punkt_tab as nltk.download fetches it; the tiny variant's is
+        trained locally (no network). Both into rouge.nltk_data_dir(variant)."""
+        from code.common.llm import download as dl
+
+        if self.tiny:
+            dl.install_tiny_punkt_tab()
+        else:
+            dl.download_punkt_tab(fix=self.fix("download_data"), tag=f"[{self.spec.mlperf_name}]")
 
     def _tiny_raw(self):
         """The tiny set's first draft (the model built if missing): (folder, tokenizer, prompts, targets)."""
@@ -471,8 +489,11 @@ class LLMBenchmark(Benchmark):
         from code.common.accuracy_text import values
 
         self.score_notes: list[str] = []
+        self.score_unofficial: list[str] = []     # score() adds why the score is not the official one
         metrics = self.score(idx, tokens, preds, targets)
         notes = list(self.score_notes)
+        # the tiny variant has no official target (it is judged against plain generate): never unofficial
+        unofficial = [] if self.tiny else list(dict.fromkeys(self.score_unofficial))
         entry = self.settings.round_entry()
         report = self.report_dict(metrics)
         found = values(repr(report), entry.accuracy_metrics)       # read back as the checker reads accuracy.txt
@@ -484,7 +505,9 @@ class LLMBenchmark(Benchmark):
             judged = f"{entry.name}: " + ", ".join([f"{k} >= {v:.6g}" for k, v in entry.accuracy_min.items()]
                                                   + [f"{k} <= {v:.6g}" for k, v in entry.accuracy_max.items()])
         text = (f"{report!r}\n"
-                f"# {len(idx)} samples; output tokens read as int32; sentence splitting: {rouge.sentence_splitter()}\n"
+                + "".join(f"UNOFFICIAL: {u}\n" for u in unofficial)
+                + f"# {len(idx)} samples; output tokens read as int32; sentence splitting: "
+                f"{rouge.sentence_splitter(self.variant)}\n"
                 + "".join(f"# {n}\n" for n in notes)
                 + f"# {judged}\n"
                 + ("".join(f"# FAIL: {p}\n" for p in problems) or "# PASS\n"))
@@ -492,7 +515,8 @@ class LLMBenchmark(Benchmark):
         # truncate_accuracy_log.py does); a hash here would mark an untruncated log as done
         write_text(Path(out_dir) / "accuracy.txt", text)
         return {"metrics": report, "passed": not problems, "problems": problems, "text": text,
-                "samples": len(idx), "generate_metrics": getattr(self, "_generate_metrics", None)}
+                "samples": len(idx), "generate_metrics": getattr(self, "_generate_metrics", None),
+                "unofficial": unofficial}
 
     def report_dict(self, metrics: dict) -> dict:
         """The dict accuracy.txt prints (the reference's keys, plain Python numbers)."""
@@ -513,9 +537,9 @@ class LLMBenchmark(Benchmark):
         tok = self.tokenizer()
         targets = self.targets()
         preds = tok.batch_decode([ref[i].tolist() for i in idx], skip_special_tokens=True)
-        notes = self.score_notes
+        notes, unofficial = self.score_notes, self.score_unofficial
         want = self.score(idx, [ref[i] for i in idx], preds, [targets[i] for i in idx])
-        self.score_notes = notes
+        self.score_notes, self.score_unofficial = notes, unofficial
         self._generate_metrics = want
         out = []
         for k, v in want.items():
