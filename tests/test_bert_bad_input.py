@@ -97,36 +97,43 @@ def test_damaged_log_entry_is_one_line(tmp_path):
 
 
 # --- real downloads against a local mirror -------------------------------------------------------------
-def _zenodo(mirror, record: str, name: str, body: bytes, md5: str | None = None) -> None:
-    link = f"https://zenodo.org/records/{record}/files/{name}"
-    files = json.loads(mirror.routes.get(f"/zenodo.org/api/records/{record}", b'{"files": []}'))["files"]
-    files.append({"key": name, "checksum": "md5:" + (md5 or hashlib.md5(body).hexdigest()), "links": {"self": link}})
-    mirror.routes[f"/zenodo.org/api/records/{record}"] = json.dumps({"files": files}).encode()
-    mirror.routes[route(link)] = body
+def _serve(mirror, monkeypatch, name: str, body: bytes, pin: bool = True) -> None:
+    """Serve ``body`` at the URL the code pins for ``name``; ``pin``: pin the fixture's own md5 for it
+    (the served fixture is not the real file)."""
+    from code.bert import model
+
+    url = model.DOWNLOADS[name][0]
+    mirror.routes[route(url)] = body
+    if pin:
+        monkeypatch.setitem(model.DOWNLOADS, name, (url, hashlib.md5(body).hexdigest()))
 
 
-def test_bert_download_model_from_zenodo_records(mirror, tmp_path, tiny_bert):
-    """model.onnx (3733910, md5 from the record API, then checked by content), vocab.txt (3733868),
-    model.pytorch (3733896, only for --backend=pytorch)."""
+def test_bert_download_model_pinned_md5(mirror, tmp_path, tiny_bert, monkeypatch):
+    """model.onnx (3733910, pinned md5, then checked by content), vocab.txt (3733868), model.pytorch
+    (3733896, only for --backend=pytorch). Under the shipped pin the served fixture is refused (one line)."""
     from code.bert import model
 
     onnx = (Path(tiny_bert["MLPERF_SCRATCH_PATH"]) / "models" / "bert" / "tiny" / "model.onnx").read_bytes()
-    _zenodo(mirror, *model.ZENODO_ONNX, onnx)
-    _zenodo(mirror, *model.ZENODO_VOCAB, b"[PAD]\n[UNK]\n")
-    _zenodo(mirror, *model.ZENODO_TORCH, b"torch state")
+    _serve(mirror, monkeypatch, model.ONNX_NAME, onnx, pin=False)
+    with pytest.raises(HarnessError, match=f"md5 is not {model.DOWNLOADS[model.ONNX_NAME][1]}") as e:
+        model.download_real(tmp_path / "m", log=lambda *_: None)
+    assert "\n" not in e.value.cause and not (tmp_path / "m" / "model.onnx").exists()
+    _serve(mirror, monkeypatch, model.ONNX_NAME, onnx)
+    _serve(mirror, monkeypatch, model.VOCAB_NAME, b"[PAD]\n[UNK]\n")
+    _serve(mirror, monkeypatch, model.TORCH_NAME, b"torch state")
     out = tmp_path / "m"
     assert model.download_real(out, log=lambda *_: None).read_bytes() == onnx
     assert (out / "vocab.txt").read_bytes() == b"[PAD]\n[UNK]\n" and not (out / "model.pytorch").exists()
     model.download_real(out, with_torch=True, log=lambda *_: None)
     assert (out / "model.pytorch").read_bytes() == b"torch state"
     (out / "model.onnx").unlink()
-    mirror.routes[route(f"https://zenodo.org/records/{model.ZENODO_ONNX[0]}/files/model.onnx")] = onnx[:-10]
+    assert not [h for h in mirror.hits if "/api/" in h]           # no record API lookup
+    mirror.routes[route(model.DOWNLOADS[model.ONNX_NAME][0])] = onnx[:-10]
     with pytest.raises(HarnessError, match="md5"):                 # truncated upstream: the md5 catches it
         model.download_real(out, log=lambda *_: None)
     assert not (out / "model.onnx").exists()
     bad = b"not an onnx model" * 10                                # right md5, wrong content: the check catches it
-    mirror.routes.pop(f"/zenodo.org/api/records/{model.ZENODO_ONNX[0]}")
-    _zenodo(mirror, *model.ZENODO_ONNX, bad)
+    _serve(mirror, monkeypatch, model.ONNX_NAME, bad)
     with pytest.raises(MissingDataError, match="not a readable ONNX|not the MLPerf BERT ONNX"):
         model.download_real(out, log=lambda *_: None)
     assert not (out / "model.onnx").exists()

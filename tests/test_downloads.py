@@ -5,7 +5,6 @@ cannot be fetched here); the code paths are the real ones."""
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 
 import pytest
@@ -104,20 +103,27 @@ def test_resnet50_download_data_val_map(mirror, tmp_path, monkeypatch):
     assert b.val_map.read_bytes() == _val_map(50000)
 
 
-def test_resnet50_download_model_from_zenodo_record(mirror, tmp_path, monkeypatch):
+def test_resnet50_download_model_pinned_md5(mirror, tmp_path, monkeypatch):
+    """The served fixture is not the real ONNX: under the shipped pin it is refused (one line, nothing
+    left); with the fixture's own md5 pinned it is fetched; a corrupt copy under that pin is refused."""
     from code.resnet50 import model
+    from tests.conftest import no_partials, route
 
     onnx = b"not really onnx" * 1000
-    link = f"https://zenodo.org/records/{model.ZENODO_RECORD}/files/{model.ONNX_NAME}"
-    mirror.routes[f"/zenodo.org/api/records/{model.ZENODO_RECORD}"] = json.dumps({"files": [
-        {"key": model.ONNX_NAME, "checksum": "md5:" + hashlib.md5(onnx).hexdigest(), "links": {"self": link}}]}).encode()
-    mirror.routes["/" + link.split("://", 1)[1]] = onnx
-    dest = model.download_real(tmp_path / "m", log=lambda *_: None)
-    assert dest.read_bytes() == onnx
-    mirror.routes["/" + link.split("://", 1)[1]] = onnx[:-1]   # corrupt upstream: md5 catches it
-    dest.unlink()
-    with pytest.raises(HarnessError, match="md5"):
+    url, pin = model.DOWNLOADS[model.ONNX_NAME]
+    mirror.routes[route(url)] = onnx
+    with pytest.raises(HarnessError, match=f"md5 is not {pin}") as e:
         model.download_real(tmp_path / "m", log=lambda *_: None)
+    assert "\n" not in e.value.cause and not (tmp_path / "m" / model.ONNX_NAME).exists()
+    monkeypatch.setitem(model.DOWNLOADS, model.ONNX_NAME, (url, hashlib.md5(onnx).hexdigest()))
+    dest = model.download_real(tmp_path / "m", log=lambda *_: None)
+    assert dest.read_bytes() == onnx and not [h for h in mirror.hits if "/api/" in h]   # no record API lookup
+    mirror.routes[route(url)] = onnx[:-1]   # corrupt upstream: the pinned md5 catches it
+    dest.unlink()
+    with pytest.raises(HarnessError, match="md5") as e:
+        model.download_real(tmp_path / "m", log=lambda *_: None)
+    assert "\n" not in e.value.cause and not dest.exists()
+    no_partials(tmp_path)
 
 
 def test_sdxl_download_data_pinned_mlcommons_files(mirror, tmp_path, monkeypatch):
@@ -153,3 +159,40 @@ def test_sdxl_download_scorer_weights(mirror, tmp_path, monkeypatch):
         monkeypatch.setattr(scorers, attr, hashlib.sha256(body).hexdigest())
     files = scorers.download_scorer_weights(tmp_path / "models")
     assert files.clip.read_bytes() == b"weights CLIP_SHA256" and files.inception.exists()
+
+
+def test_zenodo_pins_are_md5s_of_the_reference_files():
+    """Every Zenodo file ResNet50, RetinaNet, BERT and 3D-UNet download has a pinned 32-hex md5 (none shared)
+    and a URL naming that very file in a Zenodo record; each benchmark's model file is in the record its
+    SPEC.starting_weights names, and where the official tree lists the file (language/bert and 3d-unet-kits19
+    Makefiles; $MLPERF_INFERENCE_DIR) it lists that record."""
+    import os
+    import re
+    import urllib.parse
+    from pathlib import Path
+
+    from code.bert import SPEC as BERT, model as bert
+    from code.resnet50 import SPEC as RESNET, model as resnet
+    from code.retinanet import SPEC as RETINANET, model as retinanet
+    from code.unet3d import SPEC as UNET, model as unet
+
+    official = os.environ.get("MLPERF_INFERENCE_DIR")
+    listed = ""
+    for mk in ("language/bert/Makefile", "vision/medical_imaging/3d-unet-kits19/Makefile"):
+        if official and (Path(official) / mk).is_file():
+            listed += (Path(official) / mk).read_text()
+    md5s = []
+    for spec, mod in ((RESNET, resnet), (RETINANET, retinanet), (BERT, bert), (UNET, unet)):
+        assert mod.ONNX_NAME in mod.DOWNLOADS, spec.name
+        for name, (url, md5) in mod.DOWNLOADS.items():
+            assert re.fullmatch(r"[0-9a-f]{32}", md5), (name, md5)
+            md5s.append(md5)
+            u = urllib.parse.urlsplit(url)
+            m = re.fullmatch(r"/records/(\d+)/files/(.+)", u.path)
+            assert u.scheme == "https" and u.netloc == "zenodo.org" and m and m.group(2) == name, url
+            if name == mod.ONNX_NAME:
+                assert spec.starting_weights.startswith(name) and f"zenodo {m.group(1)}" in spec.starting_weights, \
+                    (spec.starting_weights, url)
+            if name in listed:
+                assert f"zenodo.org/record/{m.group(1)}/files/{name}" in listed, (name, url)
+    assert len(set(md5s)) == len(md5s) == 8

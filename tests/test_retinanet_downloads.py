@@ -80,18 +80,28 @@ def test_retinanet_class_map_without_mlperf_classes_is_refused(mirror, tmp_path)
     assert not (tmp_path / "annotations" / "class-descriptions-boxable.csv").exists()
 
 
-def test_retinanet_download_model_from_zenodo_record(mirror, tmp_path):
+def test_retinanet_download_model_pinned_md5(mirror, tmp_path, monkeypatch):
+    """The served fixtures are not the real files: under the shipped pins they are refused (one line);
+    with the fixtures' own md5s pinned they are fetched (the checkpoint only with_checkpoint); a corrupt
+    copy under that pin is refused and nothing is left."""
     from code.retinanet import model
 
-    onnx = b"not really onnx" * 1000
-    record, name = model.ZENODO_ONNX
-    link = f"https://zenodo.org/records/{record}/files/{name}"
-    mirror.routes[f"/zenodo.org/api/records/{record}"] = json.dumps({"files": [
-        {"key": name, "checksum": "md5:" + hashlib.md5(onnx).hexdigest(), "links": {"self": link}}]}).encode()
-    mirror.routes[route(link)] = onnx
-    assert model.download_real(tmp_path, log=lambda *_: None).read_bytes() == onnx
-    (tmp_path / name).unlink()
-    mirror.routes[route(link)] = onnx[:-1]                                  # corrupt upstream: md5 catches it
-    with pytest.raises(HarnessError, match="md5"):
+    body = {model.ONNX_NAME: b"not really onnx" * 1000, model.PTH_NAME: b"not really a checkpoint" * 100}
+    for name, data in body.items():
+        mirror.routes[route(model.DOWNLOADS[name][0])] = data
+    name = model.ONNX_NAME
+    with pytest.raises(HarnessError, match=f"md5 is not {model.DOWNLOADS[name][1]}") as e:
         model.download_real(tmp_path, log=lambda *_: None)
-    assert not (tmp_path / name).exists()
+    assert "\n" not in e.value.cause and not (tmp_path / name).exists()
+    for n, data in body.items():
+        monkeypatch.setitem(model.DOWNLOADS, n, (model.DOWNLOADS[n][0], hashlib.md5(data).hexdigest()))
+    assert model.download_real(tmp_path, log=lambda *_: None).read_bytes() == body[name]
+    assert not (tmp_path / model.PTH_NAME).exists()
+    model.download_real(tmp_path, with_checkpoint=True, log=lambda *_: None)
+    assert (tmp_path / model.PTH_NAME).read_bytes() == body[model.PTH_NAME]
+    assert not [h for h in mirror.hits if "/api/" in h]                   # no record API lookup
+    (tmp_path / name).unlink()
+    mirror.routes[route(model.DOWNLOADS[name][0])] = body[name][:-1]      # corrupt upstream: the pin catches it
+    with pytest.raises(HarnessError, match="md5") as e:
+        model.download_real(tmp_path, log=lambda *_: None)
+    assert "\n" not in e.value.cause and not (tmp_path / name).exists()

@@ -198,17 +198,24 @@ def test_kits19_index_unreachable_says_where_to_put_the_files(mirror, monkeypatc
     assert (tmp_path / "case_00000" / "segmentation.nii.gz").read_bytes() == files["case_00000"][1]
 
 
-def test_real_model_download_from_zenodo_record(mirror, tmp_path):
+def test_real_model_download_pinned_md5(mirror, tmp_path, monkeypatch):
+    """The served fixture is not the real ONNX: under the shipped pin it is refused (one line, the fix
+    names the URL and md5 to place it by hand); with the fixture's md5 pinned it is fetched; a corrupt
+    copy under that pin is refused and nothing is left."""
     from code.unet3d import model
+    from tests.conftest import route
 
     onnx = b"onnx-bytes" * 1000
-    url = f"https://zenodo.org/records/{model.ZENODO_RECORD}/files/{model.ONNX_NAME}/content"
-    mirror.routes[f"/zenodo.org/api/records/{model.ZENODO_RECORD}"] = json.dumps({"files": [
-        {"key": model.ONNX_NAME, "checksum": "md5:" + hashlib.md5(onnx).hexdigest(), "links": {"self": url}}]}).encode()
-    mirror.routes[f"/zenodo.org/records/{model.ZENODO_RECORD}/files/{model.ONNX_NAME}/content"] = onnx
-    assert model.download_real(tmp_path, log=lambda *_: None).read_bytes() == onnx
-    mirror.routes[f"/zenodo.org/records/{model.ZENODO_RECORD}/files/{model.ONNX_NAME}/content"] = onnx[:-1] + b"!"
-    (tmp_path / model.ONNX_NAME).unlink()
-    with pytest.raises(HarnessError, match="md5"):
+    url, pin = model.DOWNLOADS[model.ONNX_NAME]
+    mirror.routes[route(url)] = onnx
+    with pytest.raises(HarnessError, match=f"md5 is not {pin}") as e:
         model.download_real(tmp_path, log=lambda *_: None)
-    assert not (tmp_path / model.ONNX_NAME).exists()
+    assert "\n" not in e.value.cause and url in e.value.fix and pin in e.value.fix
+    monkeypatch.setitem(model.DOWNLOADS, model.ONNX_NAME, (url, hashlib.md5(onnx).hexdigest()))
+    assert model.download_real(tmp_path, log=lambda *_: None).read_bytes() == onnx
+    assert not [h for h in mirror.hits if "/api/" in h]                   # no record API lookup
+    mirror.routes[route(url)] = onnx[:-1] + b"!"
+    (tmp_path / model.ONNX_NAME).unlink()
+    with pytest.raises(HarnessError, match="md5") as e:
+        model.download_real(tmp_path, log=lambda *_: None)
+    assert "\n" not in e.value.cause and not (tmp_path / model.ONNX_NAME).exists()

@@ -5,8 +5,8 @@ Both follow the MLPerf ``model.onnx`` interface (language/bert, zenodo 3733910):
 ``output_start_logits``, ``output_end_logits`` (batch, seq); a sample's response is the two
 stacked, (seq, 2) float32, as the reference's onnxruntime_SUT emits it.
 
-Real variant (what the reference's Makefile fetches, md5 from each Zenodo record's API, which
-publishes one per file): model.onnx (record 3733910), vocab.txt (record 3733868, the TF checkpoint's
+Real variant (what the reference's Makefile fetches, each file checked against its pinned md5,
+``DOWNLOADS``): model.onnx (record 3733910), vocab.txt (record 3733868, the TF checkpoint's
 record) and, for --backend=pytorch, model.pytorch (record 3733896, a BertForQuestionAnswering state
 dict run with the reference's bert_config.json, ``REAL_CONFIG``). Once downloaded, the ONNX is also
 checked by content (its input and output names), since an md5 says nothing about what the file is.
@@ -29,9 +29,15 @@ OUTPUTS = ("output_start_logits", "output_end_logits")
 ONNX_NAME = "model.onnx"
 VOCAB_NAME = "vocab.txt"
 TORCH_NAME = "model.pytorch"
-ZENODO_ONNX = ("3733910", ONNX_NAME)
-ZENODO_VOCAB = ("3733868", VOCAB_NAME)
-ZENODO_TORCH = ("3733896", TORCH_NAME)
+# file name -> (url, md5). md5s pinned from mlcommons/mlperf-automations
+# script/get-ml-model-bert-large-squad/meta.yaml: "onnx,fp32" (model.onnx, record 3733910), "pytorch,fp32"
+# (model.pytorch, record 3733896) and the vocab.txt of record 3733868 (its "packed" prehook_deps).
+DOWNLOADS = {
+    ONNX_NAME: ("https://zenodo.org/records/3733910/files/model.onnx?download=1", "819b25b19cd8e59080c10892689750ca"),
+    VOCAB_NAME: ("https://zenodo.org/records/3733868/files/vocab.txt?download=1", "64800d5d8528ce344256daf115d4965e"),
+    TORCH_NAME: ("https://zenodo.org/records/3733896/files/model.pytorch?download=1",
+                 "00fbcbfaebfa20d87ac9885120a6e9b4"),
+}
 TINY_WEIGHTS = "tiny_bert.pt"
 TINY_SEED = 20261201
 TINY_CONFIG = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128,
@@ -64,11 +70,10 @@ def check_onnx(path: Path, fix: str) -> None:
 
 
 def download_real(model_dir: Path, with_torch: bool = False, log=print) -> Path:
-    from code.resnet50.model import zenodo_md5
-
-    wanted = [ZENODO_ONNX, ZENODO_VOCAB] + ([ZENODO_TORCH] if with_torch else [])
-    for record, name in wanted:
-        url, md5 = zenodo_md5(record, name)
+    """model.onnx and vocab.txt (and model.pytorch for --backend=pytorch), each checked against its pinned
+    md5 (a mismatch: one-line error, file discarded); the ONNX also by content."""
+    for name in [ONNX_NAME, VOCAB_NAME] + ([TORCH_NAME] if with_torch else []):
+        url, md5 = DOWNLOADS[name]
         log(f"[download_model] {url} -> {model_dir / name} (md5 {md5})")
         check = (lambda p: check_onnx(p, FIX_REAL)) if name == ONNX_NAME else None
         download(url, model_dir / name, md5=md5, check=check, fix=FIX_REAL)

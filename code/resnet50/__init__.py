@@ -9,6 +9,6 @@ SPEC = BenchmarkSpec(
     scenarios=("Offline", "Server", "SingleStream", "MultiStream"),
     impl="code.resnet50.harness:ResNet50Benchmark",
     precisions=("fp32", "fp16", "int8"),
-    starting_weights="resnet50_v1.onnx (MLCommons reference, zenodo 2592612)",
+    starting_weights="resnet50_v1.onnx (MLCommons reference, opset 11, zenodo 4735647)",
     input_data_types={"int8": "int8", "fp16": "fp16", "fp8": "fp8"},
 )

@@ -42,10 +42,18 @@ REAL_SIZE = 800
 TINY_SIZE = 256
 TINY_SEED = 20261201
 TINY_FPN = 16
-# MLPerf RetinaNet ONNX (opset 13, converted from the MLPerf training checkpoint) and that checkpoint
-ZENODO_ONNX = ("6617879", "resnext50_32x4d_fpn.onnx")
-ZENODO_PTH = ("6617981", "resnext50_32x4d_fpn.pth")
-ONNX_NAME = ZENODO_ONNX[1]
+ONNX_NAME = "resnext50_32x4d_fpn.onnx"
+PTH_NAME = "resnext50_32x4d_fpn.pth"
+# file name -> (url, md5): the MLPerf RetinaNet ONNX (opset 13, converted from the MLPerf training
+# checkpoint; Zenodo record 6617879) and that checkpoint (record 6617981). md5s pinned from
+# mlcommons/mlperf-automations script/get-ml-model-retinanet/meta.yaml, variations "onnx,fp32" and
+# "pytorch,fp32" (MLC_DOWNLOAD_CHECKSUM next to these Zenodo URLs).
+DOWNLOADS = {
+    ONNX_NAME: ("https://zenodo.org/records/6617879/files/resnext50_32x4d_fpn.onnx?download=1",
+                "4544f4e56e0a4684215831cc937ea45c"),
+    PTH_NAME: ("https://zenodo.org/records/6617981/files/resnext50_32x4d_fpn.pth?download=1",
+               "a55f6bec3464f605ce8d686da8ac1533"),
+}
 HEADLESS_NAME = "retinanet_headless.onnx"
 TINY_WEIGHTS = "tiny_retinanet.pt"
 
@@ -62,13 +70,11 @@ def anchor_sizes(size: int) -> tuple:
 # --- downloads ---------------------------------------------------------------------------------------
 
 def download_real(model_dir: Path, with_checkpoint: bool = False, log=print) -> Path:
-    """The MLPerf ONNX (and, for --backend=pytorch, the training checkpoint), md5 from Zenodo's record API."""
-    from code.resnet50.model import zenodo_md5
-
+    """The MLPerf ONNX (and, for --backend=pytorch, the training checkpoint), each checked against its
+    pinned md5 (a mismatch: one-line error, file discarded)."""
     fix = "make download_model BENCHMARKS=retinanet"
-    wanted = [ZENODO_ONNX] + ([ZENODO_PTH] if with_checkpoint else [])
-    for record, name in wanted:
-        url, md5 = zenodo_md5(record, name)
+    for name in [ONNX_NAME] + ([PTH_NAME] if with_checkpoint else []):
+        url, md5 = DOWNLOADS[name]
         log(f"[download_model] {url} -> {model_dir / name} (md5 {md5})")
         download(url, model_dir / name, md5=md5, fix=fix)
     return model_dir / ONNX_NAME

@@ -1,4 +1,4 @@
-"""3D-UNet models: the real MLPerf KiTS19 ONNX (downloaded from Zenodo, md5-checked) and the tiny seeded one.
+"""3D-UNet models: the real MLPerf KiTS19 ONNX (downloaded from Zenodo, pinned md5) and the tiny seeded one.
 
 Both expose the reference ONNX interface: input ``input`` (N, 1, R, R, R) float32, output ``output``
 (N, 3, R, R, R) float32 logits (background, kidney, tumour), with a dynamic batch axis (the
@@ -19,9 +19,17 @@ from code.common.fileio import download, staged_path, write_json
 
 INPUT = "input"
 OUTPUT = "output"
-ZENODO_RECORD = "5597155"
 ONNX_NAME = "3dunet_kits19_128x128x128_dynbatch.onnx"     # the reference's dynamic-batch export
 TORCH_NAME = "3dunet_kits19_pytorch.ptc"                    # TorchScript, for --backend=pytorch
+# file name -> (url, md5), both from Zenodo record 5597155. md5s pinned from mlcommons/mlperf-automations
+# script/get-ml-model-3d-unet-kits19/meta.yaml, variations "onnx,fp32" and "pytorch,fp32"
+# (MLC_DOWNLOAD_CHECKSUM next to these URLs).
+DOWNLOADS = {
+    ONNX_NAME: ("https://zenodo.org/records/5597155/files/3dunet_kits19_128x128x128_dynbatch.onnx?download=1",
+                "82f0618fde78f9839e7c712274019b4a"),
+    TORCH_NAME: ("https://zenodo.org/records/5597155/files/3dunet_kits19_pytorch.ptc?download=1",
+                 "2251109371f408c9f10a4320ffdcaef8"),
+}
 REAL_ROI = 128
 TINY_ROI = 32
 TINY_FILTERS = (4, 8, 16)
@@ -155,21 +163,12 @@ def load_tiny_torch(model_dir: Path):
 
 
 def download_real(model_dir: Path, with_torch: bool = False, log=print) -> Path:
-    """The reference's dynamic-batch ONNX (and, for the pytorch backend, its TorchScript) from Zenodo
-    record 5597155, each checked against the md5 Zenodo's record API reports; resumable."""
-    from code.resnet50.model import zenodo_md5
-
-    from code.common.errors import HarnessError
-
-    fix = "make download_model BENCHMARKS=unet3d"
-    names = [ONNX_NAME] + ([TORCH_NAME] if with_torch else [])
-    for name in names:
-        try:
-            url, md5 = zenodo_md5(ZENODO_RECORD, name)
-        except HarnessError as e:
-            raise HarnessError(e.cause, f"check network access and rerun {fix}, or place {name} from "
-                               f"https://zenodo.org/record/{ZENODO_RECORD} at {model_dir / name} by hand (runs "
-                               "use it as is)", e.exit_code) from None
+    """The reference's dynamic-batch ONNX (and, for the pytorch backend, its TorchScript) from Zenodo,
+    each checked against its pinned md5 (a mismatch: one-line error, file discarded); resumable."""
+    for name in [ONNX_NAME] + ([TORCH_NAME] if with_torch else []):
+        url, md5 = DOWNLOADS[name]
+        fix = (f"check network access and rerun make download_model BENCHMARKS=unet3d, or place {name} "
+               f"({url}, md5 {md5}) at {model_dir / name} by hand")
         log(f"[download_model] {url} -> {model_dir / name} (md5 {md5})")
         download(url, model_dir / name, md5=md5, fix=fix, timeout=120)
     return model_dir / ONNX_NAME
