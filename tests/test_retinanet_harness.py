@@ -202,20 +202,23 @@ def test_retinanet_detection_rows_threshold_cap_and_layout():
 
 
 def test_retinanet_official_script_agrees(acc_model, tiny_retinanet, tmp_path):
-    """The project's mAP equals accuracy-openimages.py's on the same accuracy log."""
-    root = os.environ.get("MLPERF_INFERENCE_DIR")
-    if not root:
-        pytest.skip("MLPERF_INFERENCE_DIR is not set (a mlcommons/inference checkout runs accuracy-openimages.py)")
+    """The project's mAP equals accuracy-openimages.py's on the tiny run's accuracy log (the tiny ground
+    truth is the torch model's own detections, so it sits near 100%; the synthetic log of
+    tests/test_reference_retinanet.py scores one well away from it)."""
     from code.common import paths
+    from tests.conftest import official_root
 
-    script = Path(root) / "vision/classification_and_detection/tools/accuracy-openimages.py"
+    script = official_root("vision", "classification_and_detection", "tools", "accuracy-openimages.py")
     data = paths.data_dir("openimages", "tiny")
     r = subprocess.run([sys.executable, str(script), "--mlperf-accuracy-file",
                         str(Path(acc_model["log_dir"]) / "mlperf_log_accuracy.json"), "--openimages-dir", str(data),
-                        "--output-file", str(tmp_path / "det.json")], capture_output=True, text=True, cwd=tmp_path)
+                        "--output-file", str(tmp_path / "det.json")], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     assert r.returncode == 0, r.stdout + r.stderr
     official = float(r.stdout.strip().splitlines()[-1].split("=")[1].rstrip("%"))
-    assert official == pytest.approx(round(acc_model["accuracy"]["metrics"]["mAP"], 3), abs=1e-9)
+    ours = acc_model["accuracy"]["metrics"]["mAP"]
+    print(f"FIGURE retinanet mAP official={official:.3f}% ours={ours:.3f}% (tiny Offline accuracy log)")
+    assert official == pytest.approx(round(ours, 3), abs=1e-9)
 
 
 def test_retinanet_default_round_says_which_round(tiny_retinanet):

@@ -5,10 +5,11 @@ Layout, as the reference's ``tools/openimages_mlperf.sh``: ``<data>/annotations/
 The QSL's sample i is the i-th entry of the annotation file's "images" list (what the official
 ``accuracy-openimages.py`` assumes).
 
-Preprocessing, as the reference's ``pre_process_openimages_retinanet``: decode to RGB (EXIF
-orientation applied, as cv2.imread does), float32, bilinear resize to S x S with half-pixel centres
-and no antialiasing (cv2.INTER_LINEAR), divide by 255, CHW. The ImageNet mean/std normalisation is
-inside the model. One float32 ``<file_name>.npy`` per image (the reference's cache layout).
+Preprocessing is the reference's (python/openimages.py reads with cv2.imread, dataset.py
+``pre_process_openimages_retinanet`` / ``maybe_resize``) step for step, with the same library: float32,
+BGR -> RGB, cv2.resize to S x S with cv2.INTER_LINEAR, divide by 255, CHW (tests/test_reference_retinanet.py
+compares the arrays with the reference's own). The ImageNet mean/std normalisation is inside the model.
+One float32 ``<file_name>.npy`` per image (the reference's cache layout).
 """
 from __future__ import annotations
 
@@ -84,22 +85,24 @@ def read_annotations(path: Path, fix: str) -> dict:
 # --- preprocessing -----------------------------------------------------------------------------------
 
 def decode(path: Path) -> np.ndarray:
-    """RGB uint8 HWC with EXIF orientation applied (what cv2.imread + BGR2RGB gives)."""
-    from PIL import Image, ImageOps
+    """RGB uint8 HWC as cv2.imread + BGR2RGB gives it (3 channels, EXIF orientation applied). A file cv2
+    cannot decode: MissingDataError."""
+    import cv2
 
-    with Image.open(path) as im:
-        return np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+    img = cv2.imread(str(path))
+    if img is None:
+        raise MissingDataError(f"{path}: not a readable image", "replace it with the original JPEG, then make "
+                               "preprocess_data BENCHMARKS=retinanet")
+    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
 
 
 def to_model_input(rgb: np.ndarray, size: int) -> np.ndarray:
-    """HWC uint8 RGB -> float32 CHW in [0, 1], bilinearly resized to size x size (cv2.INTER_LINEAR)."""
-    import torch
+    """HWC uint8 RGB -> float32 CHW in [0, 1], resized to size x size as maybe_resize does it: in float32,
+    cv2.INTER_LINEAR (the colour swap the reference does first commutes with the per-channel resize)."""
+    import cv2
 
-    x = torch.from_numpy(np.ascontiguousarray(rgb, dtype=np.float32)).permute(2, 0, 1)[None]
-    if x.shape[-2:] != (size, size):
-        x = torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False,
-                                            antialias=False)
-    return np.ascontiguousarray((x[0] / 255.0).numpy(), dtype=np.float32)
+    x = cv2.resize(np.asarray(rgb, dtype=np.float32), (size, size), interpolation=cv2.INTER_LINEAR)
+    return np.ascontiguousarray((x / 255.0).transpose(2, 0, 1), dtype=np.float32)
 
 
 def preprocessed_file(out_dir: Path, file_name: str) -> Path:
