@@ -11,13 +11,12 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import harness_runs, metadata_under, offline_samples, run_main, tensorrt_accuracy_run
+from tests.conftest import harness_runs, metadata_under, offline_samples, official_root, run_main, tensorrt_accuracy_run
 
 BASE = ("--benchmarks=bert", "--model_variant=tiny")
 FEATURES = 245
@@ -229,65 +228,19 @@ def test_bert_features_hand_checked(tmp_path):
     assert fs[1].max_context[40 - 16] and not fs[0].max_context[40]   # 24/35 in window 1 beats 40/19
 
 
-def _official_env(tmp_path: Path) -> tuple[Path, dict]:
-    """The reference's language/bert on sys.path, plus a `tokenization` module when the
-    DeepLearningExamples submodule (Google's tokenization.py) is not checked out: create_squad_data
-    and accuracy-squad import BasicTokenizer, whitespace_tokenize and printable_text from it."""
+@pytest.mark.parametrize("which", ["Offline", "noisy"])
+def test_bert_official_accuracy_squad_agrees_on_the_same_log(accuracy_runs, tiny_bert, tmp_path, which):
+    """accuracy-squad.py (+ evaluate_v1.1.py), run from the read-only official tree with our tiny vocab.txt
+    (--vocab_file) and the tiny dev-v1.1.json, against our F1/EM: on the harness's own Offline log, and
+    on the padded run's log with seeded noise on every logit, the padding positions included (F1 far
+    from 100, and padding in the top-20 candidates, so the post-processing is really compared). The
+    tokenization module it imports is code.bert.official's stand-in (see tests/test_reference_bert.py)."""
     from code.bert.official import reference_pythonpath
 
-    root = Path(os.environ["MLPERF_INFERENCE_DIR"]) / "language" / "bert"
-    paths = reference_pythonpath(root, tmp_path)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]))
-    return root, env
-
-
-@pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_DIR"), reason="MLPERF_INFERENCE_DIR not set (a checkout of "
-                    "mlcommons/inference to run the reference's create_squad_data / accuracy-squad.py)")
-def test_bert_features_equal_the_reference_conversion(tiny_bert, tmp_path):
-    """The reference's read_squad_examples + convert_examples_to_features (with the BertTokenizer it
-    uses) on the tiny set: every feature identical to ours (ids, mask, segments, tokens, maps)."""
+    root = official_root("language", "bert")
     scratch = _scratch(tiny_bert)
-    root, env = _official_env(tmp_path)
-    script = textwrap.dedent(f'''\
-        import json, sys
-        from transformers import BertTokenizer
-        from create_squad_data import read_squad_examples, convert_examples_to_features
-        ex = read_squad_examples({str(scratch / "data/squad/tiny/dev-v1.1.json")!r}, False, False)
-        out = []
-        convert_examples_to_features(ex, BertTokenizer({str(scratch / "models/bert/tiny/vocab.txt")!r}), 384, 128, 64,
-                                     False, out.append, False)
-        json.dump([dict(e=f.example_index, s=f.doc_span_index, tokens=f.tokens, ids=f.input_ids, mask=f.input_mask,
-                        seg=f.segment_ids, map={{str(k): v for k, v in f.token_to_orig_map.items()}},
-                        max={{str(k): v for k, v in f.token_is_max_context.items()}}) for f in out],
-                  open(sys.argv[1], "w"))
-        ''')
-    r = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ref.json")], cwd=root, env=env,
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    ref = json.loads((tmp_path / "ref.json").read_text())
-    from code.bert import dataset
-
-    pre = scratch / "preprocessed_data" / "squad" / "tiny"
-    _, ours = dataset.load_meta(pre, "x")
-    z = np.load(pre / "features.npz")
-    assert len(ref) == len(ours) == FEATURES
-    for i, (a, b) in enumerate(zip(ref, ours)):
-        assert (a["e"], a["s"], a["tokens"]) == (b.example_index, b.doc_span_index, b.tokens), i
-        assert a["ids"] == z["input_ids"][i].tolist() and a["mask"] == z["input_mask"][i].tolist(), i
-        assert a["seg"] == z["segment_ids"][i].tolist(), i
-        assert a["map"] == {str(b.doc_offset + k): v for k, v in enumerate(b.token_to_orig)}, i
-        assert a["max"] == {str(b.doc_offset + k): v for k, v in enumerate(b.max_context)}, i
-
-
-@pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_DIR"), reason="MLPERF_INFERENCE_DIR not set (a checkout of "
-                    "mlcommons/inference to run the official accuracy-squad.py)")
-@pytest.mark.parametrize("which", ["Offline", "padded", "noisy"])
-def test_bert_official_accuracy_squad_agrees_on_the_same_log(accuracy_runs, tiny_bert, tmp_path, which):
-    """Our F1/EM equal accuracy-squad.py's (+ evaluate_v1.1.py) on the harness's logs, and on a log
-    whose logits got seeded noise (F1 far from 100, so the post-processing is really compared)."""
-    scratch = _scratch(tiny_bert)
-    root, env = _official_env(tmp_path)
-    log = Path(accuracy_runs["Offline" if which == "noisy" else which]["log_dir"]) / "mlperf_log_accuracy.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(reference_pythonpath(root, tmp_path)), PYTHONDONTWRITEBYTECODE="1")
+    log = Path(accuracy_runs["padded" if which == "noisy" else which]["log_dir"]) / "mlperf_log_accuracy.json"
     if which == "noisy":
         from code.bert import dataset
         from code.bert.accuracy import score
@@ -296,7 +249,7 @@ def test_bert_official_accuracy_squad_agrees_on_the_same_log(accuracy_runs, tiny
         entries = json.loads(log.read_text())
         for e in entries:
             x = np.frombuffer(bytes.fromhex(e["data"]), np.float32).copy()
-            x[x > -1000] += rng.normal(0, 3.0, int((x > -1000).sum())).astype(np.float32)
+            x += rng.normal(0, 3.0, x.size).astype(np.float32)
             e["data"] = x.tobytes().hex().upper()
         log = tmp_path / "noisy" / "mlperf_log_accuracy.json"
         log.parent.mkdir()
@@ -313,11 +266,13 @@ def test_bert_official_accuracy_squad_agrees_on_the_same_log(accuracy_runs, tiny
                         "--out_file", str(tmp_path / "predictions.json"),
                         "--features_cache_file", str(tmp_path / "eval_features.pickle")],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     line = next(x for x in r.stdout.splitlines()[::-1] if x.startswith("{"))
     official = json.loads(line)
-    print(f"[official] accuracy-squad.py on the {which} log: {official}; ours F1 {ours['F1']} EM {ours['exact_match']}")
-    assert abs(official["f1"] - ours["F1"]) < 1e-6 and abs(official["exact_match"] - ours["exact_match"]) < 1e-6
+    print(f"FIGURE bert scoring ({which} tiny log) accuracy-squad.py F1 {official['f1']:.6f} EM "
+          f"{official['exact_match']:.6f}; ours F1 {ours['F1']:.6f} EM {ours['exact_match']:.6f}")
+    assert f"{official['f1']:.4g}" == f"{ours['F1']:.4g}" and f"{official['exact_match']:.4g}" == f"{ours['exact_match']:.4g}"
+    assert abs(official["f1"] - ours["F1"]) < 1e-5 and abs(official["exact_match"] - ours["exact_match"]) < 1e-5
 
 
 def test_bert_bucketed_processor_sub_batches():

@@ -22,15 +22,14 @@ FIX = "rerun with --test_mode=AccuracyOnly (each result must be a feature's (384
 
 
 def read_log(accuracy_log: str | Path, n_features: int) -> dict[int, tuple[list, list]]:
-    """feature index -> (start logits, end logits), 384 each; a malformed entry is a one-line RunError."""
+    """feature index -> (start logits, end logits), 384 each; a malformed entry is a one-line RunError.
+    A feature logged more than once counts with its last entry, as accuracy-squad.py's unique_id map keeps it."""
     entries = read_accuracy_entries(accuracy_log, FIX)
     out: dict[int, tuple[list, list]] = {}
     for e in entries:
         idx = int(e["qsl_idx"])
         if not 0 <= idx < n_features:
             raise RunError(f"{accuracy_log}: qsl_idx {idx} is outside the {n_features} features", FIX)
-        if idx in out:
-            continue
         data = bytes.fromhex(e["data"])
         if len(data) % 8 or not 0 < len(data) <= squad.MAX_SEQ * 8:
             raise RunError(f"{accuracy_log}: feature {idx} holds {len(data)} bytes, not (seq <= {squad.MAX_SEQ}, 2) "
