@@ -43,9 +43,9 @@ def preprocess_image(path: Path, crop: int) -> np.ndarray:
     gives the reference's float32 array exactly). A file cv2 cannot decode: MissingDataError."""
     import cv2
 
-    img = cv2.imread(str(path))          # BGR, 3 channels (grayscale expanded), EXIF orientation applied
+    img = cv2.imread(str(path)) if Path(path).is_file() else None  # BGR, 3 channels, EXIF orientation applied
     if img is None:
-        raise MissingDataError(f"{path}: not a readable image", "replace it with the original JPEG, then make "
+        raise MissingDataError(f"{path}: {'not a readable image' if Path(path).exists() else 'no such file'}", "put the original JPEG there, then make "
                                "preprocess_data BENCHMARKS=resnet50")
     img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
     h, w = img.shape[:2]

@@ -89,9 +89,9 @@ def decode(path: Path) -> np.ndarray:
     cannot decode: MissingDataError."""
     import cv2
 
-    img = cv2.imread(str(path))
+    img = cv2.imread(str(path)) if Path(path).is_file() else None   # (cv2 would print a warning for a missing file)
     if img is None:
-        raise MissingDataError(f"{path}: not a readable image", "replace it with the original JPEG, then make "
+        raise MissingDataError(f"{path}: {'not a readable image' if Path(path).exists() else 'no such file'}", "put the original JPEG there, then make "
                                "preprocess_data BENCHMARKS=retinanet")
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
 
