@@ -45,7 +45,8 @@ def preprocess_image(path: Path, crop: int) -> np.ndarray:
 
     img = cv2.imread(str(path)) if Path(path).is_file() else None  # BGR, 3 channels, EXIF orientation applied
     if img is None:
-        raise MissingDataError(f"{path}: {'not a readable image' if Path(path).exists() else 'no such file'}", "put the original JPEG there, then make "
+        why = "not a readable image" if Path(path).exists() else "no such file"
+        raise MissingDataError(f"{path}: {why}", "put the original JPEG there, then make "
                                "preprocess_data BENCHMARKS=resnet50")
     img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
     h, w = img.shape[:2]

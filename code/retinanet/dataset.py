@@ -91,7 +91,8 @@ def decode(path: Path) -> np.ndarray:
 
     img = cv2.imread(str(path)) if Path(path).is_file() else None   # (cv2 would print a warning for a missing file)
     if img is None:
-        raise MissingDataError(f"{path}: {'not a readable image' if Path(path).exists() else 'no such file'}", "put the original JPEG there, then make "
+        why = "not a readable image" if Path(path).exists() else "no such file"
+        raise MissingDataError(f"{path}: {why}", "put the original JPEG there, then make "
                                "preprocess_data BENCHMARKS=retinanet")
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
 
