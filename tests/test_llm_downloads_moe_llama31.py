@@ -473,3 +473,30 @@ def test_llama31_pins():
     assert "original/consolidated.00.pth" not in used and "model-00004-of-00004.safetensors" in used
     assert {c: (n, s) for c, (_, n, _, s) in l31.DATASETS.items()} == {
         "datacenter": ("cnn_eval.json", 13368), "edge": ("sample_cnn_eval_5000.json", 5000)}
+
+
+# --- make download_data also fetches rougeLsum's punkt_tab ------------------------------------------------
+
+@pytest.mark.parametrize("bench", ["mixtral_8x7b", "llama3.1-8b"])
+def test_download_data_fetches_punkt_tab(bench, mixdata, cnn, mirror, tmp_path, monkeypatch):
+    """``make download_data`` of a benchmark that scores rougeLsum: its dataset, then NLTK's punkt_tab (index
+    XML, then the zip) into $MLPERF_SCRATCH_PATH/nltk_data, where the scorer loads it; a second run fetches
+    nothing again (both verified in place)."""
+    from code.common.benchmarks import implementation, resolve
+    from code.common.llm import rouge
+    from code.main import plan
+    from tests.test_reference_rouge import PKG_URL, publish, punkt_package
+
+    monkeypatch.setenv("MLPERF_SCRATCH_PATH", str(tmp_path / "scratch"))
+    publish(mirror, punkt_package())
+    _, settings = plan(["--action=download_data", f"--benchmarks={bench}"])
+    b = implementation(resolve(bench))(settings[0])
+    b.download_data()
+    assert route(PKG_URL) in mirror.hits and mirror.hits.index(route(PKG_URL)) == len(mirror.hits) - 1
+    assert rouge.splitter().trained and rouge.read_record(rouge.nltk_data_dir())["variant"] == "official"
+    assert any(b.raw_dir.iterdir())
+    n = len(mirror.hits)
+    b.download_data()
+    assert route(PKG_URL) not in mirror.hits[n:] and route("https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/"
+                                                           "index.xml") not in mirror.hits[n:]
+    no_partials(tmp_path)
