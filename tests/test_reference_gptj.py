@@ -5,8 +5,9 @@ What the reference needs that is not here, and what it gets instead:
 * the hub tokenizer "EleutherAI/gpt-j-6B", a name fixed in dataset.py and evaluation.py (no argument):
   the tiny checkpoint's tokenizer, as a folder of that relative name in the script's working
   directory (``from_pretrained`` takes a local folder first);
-* ``evaluate.load("rouge")`` (a hub download), ``datasets`` and NLTK's punkt_tab: the stand-ins of
-  code.common.llm.official (rougeLsum is compared only when punkt_tab is installed, see there).
+* ``evaluate.load("rouge")`` (a hub download) and ``datasets``: the stand-ins of
+  tests.test_reference_rouge.official_env; NLTK's punkt_tab: the tiny one our scorer loads
+  (NLTK_DATA=rouge.nltk_data_dir("tiny")), so rougeLsum is compared too (tests.test_llm_harness.reference_env).
 """
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def test_gptj_preprocessing_equals_reference_dataset(tiny_gptj, tmp_path):
     Also the reference SUT's generation settings (backend_PyTorch.gen_kwargs) against ours."""
     root = official_root("language", "gpt-j")
     from code.common.llm.harness import load_prompts
-    from code.common.llm.official import reference_env
+    from tests.test_llm_harness import reference_env
     from code.gptj import dataset, harness
 
     cwd = reference_cwd(tiny_gptj, tmp_path)
@@ -87,7 +88,7 @@ def test_gptj_preprocessing_equals_reference_dataset(tiny_gptj, tmp_path):
     long_dir.mkdir()
     (long_dir / dataset.CNN_EVAL).write_text(json.dumps(long_records(), indent=4, ensure_ascii=False))
     r = subprocess.run([sys.executable, "-c", DRIVE, str(tmp_path / "ref.json"), "tiny", str(tiny_json),
-                        "long", str(long_dir / dataset.CNN_EVAL)], cwd=cwd, env=reference_env(tmp_path, root),
+                        "long", str(long_dir / dataset.CNN_EVAL)], cwd=cwd, env=reference_env(tmp_path, root)[0],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     ref = json.loads((tmp_path / "ref.json").read_text())
@@ -150,9 +151,10 @@ def planted_log(outputs: list[list[int]], path: Path, eos: int, seed: int = 3) -
 def test_gptj_scoring_equals_reference_evaluation(tiny_gptj, tmp_path):
     """evaluation.py (--dtype int32, the tiny cnn_eval.json) and our GPT-J accuracy on one planted
     accuracy log: rouge1, rouge2, rougeL equal to 4 significant digits, gen_len and gen_num exactly;
-    rougeLsum too when both sides split sentences with the same installed punkt_tab."""
+    rougeLsum too: both sides load the tiny punkt_tab (NLTK_DATA at the folder our scorer reads)."""
     root = official_root("language", "gpt-j")
-    from code.common.llm.official import parse_result_dict, reference_env, rougelsum_comparable, sig4
+    from tests.test_llm_harness import compare_official, reference_env
+    from tests.test_reference_rouge import parse_result_dict
     from code.common.llm.tiny import EOS
     from code.gptj import dataset
 
@@ -164,21 +166,14 @@ def test_gptj_scoring_equals_reference_evaluation(tiny_gptj, tmp_path):
     targets = json.loads((pre / "references.json").read_text())["targets"]
     idx = planted_log([tok(t)["input_ids"] + [EOS] for t in targets], tmp_path / "mlperf_log_accuracy.json", EOS)
     shutil.copyfile(scratch(tiny_gptj) / "data" / "gptj" / "tiny" / dataset.CNN_EVAL, cwd / dataset.CNN_EVAL)
+    env, why = reference_env(tmp_path, root)
     r = subprocess.run([sys.executable, str(root / "evaluation.py"), "--mlperf-accuracy-file",
                         str(tmp_path / "mlperf_log_accuracy.json"), "--dataset-file", dataset.CNN_EVAL, "--dtype", "int32"],
-                       cwd=cwd, env=reference_env(tmp_path, root), capture_output=True, text=True, timeout=600)
+                       cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     theirs = parse_result_dict(r.stdout)
     got = benchmark("tiny").accuracy(str(tmp_path / "mlperf_log_accuracy.json"), str(tmp_path / "ours"))
     ours = got["metrics"]
     assert got["samples"] == len(idx) == int(theirs["gen_num"])
-    lsum, why = rougelsum_comparable()
-    keys = ("rouge1", "rouge2", "rougeL") + (("rougeLsum",) if lsum else ())
-    print("FIGURE gptj scoring evaluation.py " + " ".join(f"{k} {sig4(theirs[k])}" for k in keys)
-          + f" gen_len {int(theirs['gen_len'])} gen_num {int(theirs['gen_num'])}; ours "
-          + " ".join(f"{k} {sig4(ours[k])}" for k in keys) + f" gen_len {ours['gen_len']} gen_num {ours['gen_num']}"
-          + (f" ({why})" if why else ""))
     assert 5 < float(theirs["rouge1"]) < 99, theirs          # the planted changes move the score
-    for k in keys:
-        assert sig4(theirs[k]) == sig4(ours[k]), k
-    assert int(theirs["gen_len"]) == ours["gen_len"] and int(theirs["gen_num"]) == ours["gen_num"]
+    compare_official("gptj scoring, planted log", theirs, ours, why, ("gen_len", "gen_num"))

@@ -5,8 +5,9 @@ What the reference needs that is not here, and what it gets instead:
 * the hub tokenizer meta-llama/Llama-2-70b-chat-hf: the tiny checkpoint's folder, through the
   reference's own arguments (``Dataset(model_name=...)``, evaluate-accuracy.py ``--checkpoint-path``);
 * the processed OpenOrca pickle: the tiny one in the same format (the columns the reference reads);
-* ``evaluate.load("rouge")`` (a hub download), ``datasets`` and NLTK's punkt_tab: the stand-ins of
-  code.common.llm.official (rougeLsum is compared only when punkt_tab is installed, see there).
+* ``evaluate.load("rouge")`` (a hub download) and ``datasets``: the stand-ins of
+  tests.test_reference_rouge.official_env; NLTK's punkt_tab: the tiny one our scorer loads
+  (NLTK_DATA=rouge.nltk_data_dir("tiny")), so rougeLsum is compared too (tests.test_llm_harness.reference_env).
 """
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def test_llama2_preprocessing_equals_reference_dataset(tiny_llama, tmp_path):
     import pandas as pd
 
     from code.common.llm.harness import load_prompts
-    from code.common.llm.official import reference_env
+    from tests.test_llm_harness import reference_env
     from code.llama2_70b import dataset, harness
 
     ckpt = scratch(tiny_llama) / "models" / "llama2_70b" / "tiny" / "checkpoint"
@@ -69,7 +70,7 @@ def test_llama2_preprocessing_equals_reference_dataset(tiny_llama, tmp_path):
     df["tok_input"] = [np.asarray(t, dtype=np.int64) for t in df["tok_input"]]
     df.to_pickle(alt_dir / dataset.DATASET_PKL)
     r = subprocess.run([sys.executable, "-c", DRIVE, str(tmp_path / "ref.json"), str(ckpt), "tiny", str(pkl),
-                        "alt", str(alt_dir / dataset.DATASET_PKL)], cwd=tmp_path, env=reference_env(tmp_path, root),
+                        "alt", str(alt_dir / dataset.DATASET_PKL)], cwd=tmp_path, env=reference_env(tmp_path, root)[0],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     ref = json.loads((tmp_path / "ref.json").read_text())
@@ -126,11 +127,12 @@ def planted_log(outputs: list[list[int]], path: Path, eos: int, seed: int = 4) -
 def test_llama2_scoring_equals_reference_evaluate_accuracy(tiny_llama, tmp_path):
     """evaluate-accuracy.py (--checkpoint-path the tiny checkpoint, --dtype int32, the tiny pickle) and
     our Llama2-70B accuracy on one planted log: rouge1, rouge2, rougeL equal to 4 significant digits;
-    gen_len, gen_num, gen_tok_len and tokens_per_sample exactly; rougeLsum too when both sides split
-    sentences with the same installed punkt_tab."""
+    gen_len, gen_num, gen_tok_len and tokens_per_sample exactly; rougeLsum too: both sides
+    load the tiny punkt_tab (NLTK_DATA at the folder our scorer reads)."""
     root = official_root("language", "llama2-70b")
     from code.common.llm import tiny
-    from code.common.llm.official import parse_result_dict, reference_env, rougelsum_comparable, sig4
+    from tests.test_llm_harness import compare_official, reference_env
+    from tests.test_reference_rouge import parse_result_dict
     from code.llama2_70b import dataset
 
     ckpt = scratch(tiny_llama) / "models" / "llama2_70b" / "tiny" / "checkpoint"
@@ -140,23 +142,15 @@ def test_llama2_scoring_equals_reference_evaluate_accuracy(tiny_llama, tmp_path)
                          .read_text())["targets"]
     log = tmp_path / "mlperf_log_accuracy.json"
     idx = planted_log([tok(t, add_special_tokens=False)["input_ids"] + [tiny.EOS] for t in targets], log, tiny.EOS)
+    env, why = reference_env(tmp_path, root)
     r = subprocess.run([sys.executable, str(root / "evaluate-accuracy.py"), "--checkpoint-path", str(ckpt),
                         "--mlperf-accuracy-file", str(log), "--dataset-file", str(pkl), "--dtype", "int32"],
-                       cwd=tmp_path, env=reference_env(tmp_path, root), capture_output=True, text=True, timeout=600)
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     theirs = parse_result_dict(r.stdout)
     got = benchmark("tiny").accuracy(str(log), str(tmp_path / "ours"))
     ours = got["metrics"]
     assert got["samples"] == len(idx) == int(theirs["gen_num"])
-    lsum, why = rougelsum_comparable()
-    keys = ("rouge1", "rouge2", "rougeL") + (("rougeLsum",) if lsum else ())
-    exact = ("gen_len", "gen_num", "gen_tok_len", "tokens_per_sample")
-    print("FIGURE llama2_70b scoring evaluate-accuracy.py " + " ".join(f"{k} {sig4(theirs[k])}" for k in keys)
-          + " " + " ".join(f"{k} {theirs[k]}" for k in exact) + "; ours "
-          + " ".join(f"{k} {sig4(ours[k])}" for k in keys) + " " + " ".join(f"{k} {ours[k]}" for k in exact)
-          + (f" ({why})" if why else ""))
     assert 5 < float(theirs["rouge1"]) < 99, theirs          # the planted changes move the score
-    for k in keys:
-        assert sig4(theirs[k]) == sig4(ours[k]), k
-    for k in exact:
-        assert float(theirs[k]) == float(ours[k]), k
+    compare_official("llama2_70b scoring, planted log", theirs, ours, why,
+                     ("gen_len", "gen_num", "gen_tok_len", "tokens_per_sample"))
