@@ -10,8 +10,9 @@ torchrec is not in requirements.txt (torchrec 1.9.2 declares the CUDA fbgemm-gpu
 it in the venv or in build/torchrec_site, installed with the command in code/dlrm_v2/reference-torchrec.txt,
 and the tests skip with that command when it is in neither. Tiny local equivalents, given through the
 reference's own arguments: the data set is our tiny synthetic day-23 set (data_path, name "multihot-criteo"),
-the weights are the reference model's own initialisation (debug=True: no checkpoint to download), tables
-redrawn N(0, 1) so the lookups matter. One shim, of an API only: numpy 2 moved
+the weights are the reference model's own (debug=True: no checkpoint to download), every tensor redrawn
+after it is built (tables N(0, 1), matrices N(0, 1/fan_in), biases N(0, 0.1^2)) so that none is zero and a
+tensor put in the wrong place shows. One shim, of an API only: numpy 2 moved
 np.lib.format._read_array_header (multihot_criteo._load_from_npz calls it), so the child aliases it back.
 """
 from __future__ import annotations
@@ -63,11 +64,15 @@ _DRIVER = textwrap.dedent("""
                              dense_arch_layer_sizes=list(cfg["dense_arch"]), over_arch_layer_sizes=list(cfg["over_arch"]),
                              use_gpu=False, debug=True)
     b.load(os.path.join(out, "model_weights"))
-    with torch.no_grad():
+    with torch.no_grad():   # every tensor redrawn, none left at its init (zero biases would hide a swap)
         for k, v in b.model.state_dict().items():
-            if "embedding_bags" in k:
-                for t in ([s.tensor for s in v.local_shards()] if hasattr(v, "local_shards") else [v]):
+            for t in ([s.tensor for s in v.local_shards()] if hasattr(v, "local_shards") else [v]):
+                if "embedding_bags" in k:
                     t.normal_(0, 1.0)
+                elif t.dim() == 2:
+                    t.normal_(0, t.shape[1] ** -0.5)
+                else:
+                    t.normal_(0, 0.1)
     preds = b.predict(samples)
     Snapshot.take(path=os.path.join(out, "model_weights"), app_state={"model": b.model})
     arrays = {}
@@ -200,5 +205,26 @@ def test_dlrm_v2_reference_checkpoint_loads(reference, our_qsl, devices):
     print(f"FIGURE dlrm_v2 checkpoint ({'plain' if devices is None else 'sharded ' + str(len(devices))}): "
           f"{len(want)} reference keys loaded; max |p_ours - p_reference| {max(diffs):.2e} over {len(QUERIES)} "
           f"queries (spread of p {spread:.3f})")
-    assert max(diffs) <= 1e-6
+    # plain: the same float operations (0 here); row-sharded: each bag summed in per-shard parts, so float
+    # summation order only (1e-5 seen; a swapped entry moves p by 0.5, see the next test)
+    assert max(diffs) <= (1e-6 if devices is None else 1e-4)
     assert spread > 0.05, "degenerate reference model"
+
+
+def test_dlrm_v2_reference_checkpoint_catches_a_swapped_key(reference, our_qsl, monkeypatch):
+    """The check above has the power to see a wrong key map: with two same-shaped entries swapped (the first
+    two cross layers' biases) the model loads without complaint and the probabilities move."""
+    import torch
+
+    from code.dlrm_v2 import model
+
+    right = model.checkpoint_key
+    swap = {"crossnet.bias.0": "crossnet.bias.1", "crossnet.bias.1": "crossnet.bias.0"}
+    monkeypatch.setattr(model, "checkpoint_key", lambda key, cfg: swap.get(right(key, cfg), right(key, cfg)))
+    net = model.load_torch(reference["dir"], "")
+    dense, sparse, _ = our_qsl.sample(QUERIES[0])
+    with torch.inference_mode():
+        got = net(torch.from_numpy(np.array(dense)), torch.from_numpy(np.array(sparse))).numpy()
+    moved = float(np.abs(got - reference["arrays"][f"pred_{QUERIES[0]}"]).max())
+    print(f"FIGURE dlrm_v2 checkpoint with crossnet.bias.0/1 swapped: max |p - p_reference| {moved:.3f}")
+    assert moved > 1e-3
