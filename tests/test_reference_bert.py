@@ -164,7 +164,7 @@ def answer_words(data: dict) -> list[tuple[int, int]]:
 def planted_log(feats, z: dict, words: list[tuple[int, int]], path: Path, seed: int = 11) -> int:
     """An accuracy log for ``feats``: seeded noise logits; for two features in three a peak at the answer's
     first and last token (one token off now and then), some entries as short as the feature (padded by
-    the scorers), one feature missing, one repeated with other logits (the reference keeps the last).
+    the scorers), one feature missing, one logged twice (the reference keeps the last).
     Returns the number of entries."""
     rng = np.random.default_rng(seed)
     entries = []
@@ -180,9 +180,14 @@ def planted_log(feats, z: dict, words: list[tuple[int, int]], path: Path, seed: 
         if i % 5 == 0:
             x = x[:int(z["seq_len"][i])]
         entries.append({"seq_id": len(entries), "qsl_idx": i, "data": x.tobytes().hex().upper()})
-    dup = dict(entries[1], seq_id=len(entries))
-    dup["data"] = rng.normal(0, 2.0, (384, 2)).astype(np.float32).tobytes().hex().upper()
-    entries.append(dup)
+    # a feature logged again, peaked at the wrong span (the window's first word): its example's answer
+    # follows this entry in accuracy-squad.py, so a scorer that kept the first entry would differ
+    per_example = np.bincount([f.example_index for f in feats])
+    i = next(i for i, f in enumerate(feats) if i % 3 and per_example[f.example_index] == 1
+             and words[f.example_index][0] > f.token_to_orig[0] + 1)
+    x = rng.normal(0, 2.0, (384, 2)).astype(np.float32)
+    x[feats[i].doc_offset] += 30
+    entries.append({"seq_id": len(entries), "qsl_idx": i, "data": x.tobytes().hex().upper()})
     path.write_text(json.dumps(entries))
     return len(entries)
 
