@@ -10,12 +10,12 @@ Also the helpers the reference tests of the LLMs share (official_env, run_offici
 run as they are, in a temporary folder, with NLTK_DATA at the punkt_tab folder our scorer used."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
 import os
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -24,7 +24,7 @@ import pytest
 from code.common.errors import HarnessError
 from code.common.llm import download as dl
 from code.common.llm import rouge
-from tests.conftest import PY, REPO, no_partials, route
+from tests.conftest import PY, no_partials, route
 
 PKG_URL = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/tokenizers/punkt_tab.zip"
 ABBREV_TEXT = ("Mr. Smith met Dr. Brown at the station. They talked for an hour. Mrs. Jones was late again. "
@@ -104,8 +104,10 @@ def write_accuracy_log(path: Path, outputs: dict[int, list[int]], dtype: str = "
 
 # --- a punkt_tab package as NLTK's server publishes it --------------------------------------------------
 
+@functools.lru_cache(maxsize=1)
 def punkt_package() -> bytes:
-    """punkt_tab.zip: a PunktTrainer model in the punkt_tab format, members under punkt_tab/english/."""
+    """punkt_tab.zip: a PunktTrainer model in the punkt_tab format, members under punkt_tab/english/
+    (trained once per session)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("punkt_tab/", "")
