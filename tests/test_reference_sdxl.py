@@ -87,13 +87,14 @@ def _raw_case(source: str, tmp: Path) -> tuple[Path, Path | None, str] | str:
 
 
 @pytest.fixture(scope="module")
-def preprocessed(tiny_sdxl, tmp_path_factory) -> dict:
+def preprocessed(request, tmp_path_factory) -> dict:
     """Per source: our preprocessed folder and the reference's arrays (one child process for all sources), or
     the reason the source is absent."""
     from code.common import paths
     from code.sdxl import dataset, model
 
     root = official_root("text_to_image")
+    request.getfixturevalue("tiny_sdxl")          # after the skip: no tiny build for a test that skips
     tmp = tmp_path_factory.mktemp("sdxl_reference_pre")
     pipe = paths.models_dir("sdxl", "tiny") / "pipeline"
     tokenizers = model.load_tokenizers(pipe)
@@ -190,7 +191,7 @@ def _accuracy_log(path: Path, images: np.ndarray, order: list[int]) -> None:
         f.write("[\n" + ",\n".join(json.dumps(e) for e in entries) + "\n]\n")
 
 
-def test_sdxl_reference_accuracy_script(tiny_sdxl, tmp_path):
+def test_sdxl_reference_accuracy_script(request, tmp_path):
     """One accuracy log (4 synthetic 1024x1024 images, real COCO captions by qsl_idx, one repeated entry) scored
     by the official accuracy_coco.py and by our tiny variant's accuracy step: CLIP score and FID equal to 4
     significant digits.
@@ -218,6 +219,7 @@ def test_sdxl_reference_accuracy_script(tiny_sdxl, tmp_path):
     from code.sdxl import accuracy, dataset, scorers
 
     script = official_root("text_to_image", "tools", "accuracy_coco.py")
+    request.getfixturevalue("tiny_sdxl")
     models = paths.models_dir("sdxl", "tiny")
     tiny = scorers.scorer_files(models, "tiny")
     hf = tmp_path / "hf"
