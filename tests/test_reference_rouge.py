@@ -262,10 +262,15 @@ def test_rouge_run_without_punkt_tab_is_unofficial(tiny_llama31, tmp_path, monke
     assert with_["metrics"]["rouge1"] == without["metrics"]["rouge1"]
 
 
-def test_rouge_tiny_punkt_tab_is_local_and_marked_tiny(tmp_path):
-    """The tiny variant's download_data writes a locally trained punkt_tab (no network), marked tiny; it
-    loads through NLTK's own path (nltk.sent_tokenize with NLTK_DATA) and splits as ours."""
-    d = tmp_path / "nltk_data" / "tiny"
-    dl.install_tiny_punkt_tab(d, log=quiet)
-    assert rouge.read_record(d)["variant"] == "tiny"
-    assert nltk_sent_tokenize(d, [ABBREV_TEXT]) == [rouge.load_punkt(d).tokenize(ABBREV_TEXT)]
+def test_rouge_tiny_punkt_tab_is_local_and_marked_tiny(tmp_path, monkeypatch):
+    """The tiny variant's download_data writes a locally trained punkt_tab (no network), marked tiny, in its
+    own folder; the tiny scorer loads it and is never marked unofficial. (The official scripts load that
+    folder through NLTK's own path in tests/test_reference_llama3_1_8b.py and _mixtral.py.)"""
+    monkeypatch.setenv("MLPERF_SCRATCH_PATH", str(tmp_path / "scratch"))
+    d = rouge.nltk_data_dir("tiny")
+    assert rouge.unofficial_reasons("tiny", "x") == [] and not rouge.splitter("tiny").trained
+    dl.install_tiny_punkt_tab(log=quiet)
+    assert d == tmp_path / "scratch" / "nltk_data" / "tiny" and rouge.read_record(d)["variant"] == "tiny"
+    split = rouge.splitter("tiny")
+    assert split.trained and "tiny punkt_tab" in split.name and len(split.split(ABBREV_TEXT)) == 5
+    assert not rouge.splitter().trained                      # the reference variant's folder is another one
