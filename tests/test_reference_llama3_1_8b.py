@@ -61,12 +61,13 @@ print("RESULT " + json.dumps(out))
 '''
 
 
-def test_llama3_1_8b_preprocessing_reference_dataset_reads_what_we_feed(tiny_llama31, tmp_path):
+def test_llama3_1_8b_preprocessing_reference_dataset_reads_what_we_feed(request, tmp_path):
     """The reference's Dataset over our datacenter and edge files: the same prompt token ids (and count)
     as our prompts.npz and the same targets as our references.json."""
     from code.common.llm.harness import load_prompts
 
     root = official_root("language", "llama3.1-8b")
+    tiny_llama31 = request.getfixturevalue("tiny_llama31")  # after the skip: no tiny build
     env = official_env(tmp_path, _nltk_tiny(tiny_llama31), root)
     files = [("datacenter", str(_data(tiny_llama31) / "cnn_eval.json"), 13368),
              ("edge", str(_data(tiny_llama31) / "sample_cnn_eval_5000.json"), 5000)]
@@ -135,10 +136,11 @@ def _bos_tokenizer(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_llama3_1_8b_preprocessing_download_cnndm_builds_our_records(tiny_llama31, tmp_path):
+def test_llama3_1_8b_preprocessing_download_cnndm_builds_our_records(request, tmp_path):
     """download_cnndm.py over the raw rows (article, highlights) of our tiny set: its cnn_eval.json records
     (instruction, input, tok_input: template filled and tokenized, output) equal ours."""
     root = official_root("language", "llama3.1-8b")
+    tiny_llama31 = request.getfixturevalue("tiny_llama31")  # after the skip: no tiny build
     ours = json.loads((_data(tiny_llama31) / "cnn_eval.json").read_text())
     raw = tmp_path / "cnn_dailymail_validation.json"
     raw.write_text(json.dumps([{"article": r["input"], "highlights": r["output"], "id": str(i)}
@@ -166,16 +168,18 @@ def swapped(target: str) -> str:
     return " ".join(words[half:]) + " Dr. " + " ".join(words[:half]).lower() + "."
 
 
-def test_llama3_1_8b_official_evaluation_scores_the_same_log(tiny_llama31, tmp_path):
+def test_llama3_1_8b_official_evaluation_scores_the_same_log(request, tmp_path):
     """evaluation.py and ours on one accuracy log of all 40 tiny samples (plain generate's outputs for the
-    even ones, for the odd ones the target's halves swapped around an abbreviation): ROUGE and gen_len/gen_num to 4 significant
-    digits; our rougeLsum with the untrained splitter instead is shown to differ (the comparison sees it)."""
+    even ones; for the odd ones the target's halves swapped around an abbreviation): ROUGE and gen_len /
+    gen_num to 4 significant digits; our rougeLsum with the untrained splitter instead is shown to differ
+    (the comparison sees it)."""
     from code.common.benchmarks import implementation
     from code.common.llm import rouge
     from code.common.llm.harness import load_prompts
     from code.main import plan
 
     root = official_root("language", "llama3.1-8b")
+    tiny_llama31 = request.getfixturevalue("tiny_llama31")  # after the skip: no tiny build
     ref = load_prompts(_pre(tiny_llama31) / "generate_reference.npz")
     targets = json.loads((_pre(tiny_llama31) / "references.json").read_text())["targets"]
     _, settings = plan(["--action=run_harness", "--benchmarks=llama3.1-8b", "--model_variant=tiny", "--scenarios=Offline"])

@@ -75,7 +75,7 @@ def _ours_post(seq: list[int], kind: str) -> list[int]:
     return strip_trailing(out, 2)
 
 
-def test_mixtral_8x7b_preprocessing_reference_dataset_reads_what_we_feed(tiny_mixtral, tmp_path):
+def test_mixtral_8x7b_preprocessing_reference_dataset_reads_what_we_feed(request, tmp_path):
     """dataset.py over our pickle: the same prompt token ids and sub-dataset per sample as our prompts.npz and
     references.json; its postProcess and ours report the same tokens, except a trailing pad 0 before the EOS
     (it drops 0s too, ours only the EOS): a special token, decoded away (skip_special_tokens), so no
@@ -83,6 +83,7 @@ def test_mixtral_8x7b_preprocessing_reference_dataset_reads_what_we_feed(tiny_mi
     from code.common.llm.harness import load_prompts
 
     root = official_root("language", "mixtral-8x7b")
+    tiny_mixtral = request.getfixturevalue("tiny_mixtral")  # after the skip: no tiny build
     env = official_env(tmp_path, _scratch(tiny_mixtral) / "nltk_data" / "tiny", root)
     out = run_official(["-c", READ_DATASET, str(_pkl(tiny_mixtral)), str(_ckpt(tiny_mixtral)), json.dumps(OUTPUTS)],
                        tmp_path, env)
@@ -183,7 +184,7 @@ def _log_texts(pkl: Path) -> dict[int, str]:
     return texts
 
 
-def test_mixtral_8x7b_official_evaluate_accuracy_scores_the_same_log(tiny_mixtral, tmp_path, monkeypatch):
+def test_mixtral_8x7b_official_evaluate_accuracy_scores_the_same_log(request, tmp_path, monkeypatch):
     """evaluate-accuracy.py and ours on the same log: every figure to 4 significant digits, and the same
     verdict for every GSM8K answer and every MBXP problem (the official denominator: problems whose
     runtime is missing here count as failed on both sides). Both sides get the same node modules: where
@@ -196,6 +197,7 @@ def test_mixtral_8x7b_official_evaluate_accuracy_scores_the_same_log(tiny_mixtra
     from code.mixtral_8x7b import gsm8k, mbxp
 
     root = official_root("language", "mixtral-8x7b")
+    tiny_mixtral = request.getfixturevalue("tiny_mixtral")  # after the skip: no tiny build
     pkl = _pkl(tiny_mixtral)
     mbxp._node_module_found.cache_clear()
     if shutil.which("node") and mbxp.missing_runtime("javascript") == "node module lodash":
