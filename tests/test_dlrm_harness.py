@@ -13,15 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import harness_runs, official_root, offline_samples, run_main
+from tests.conftest import LOOSE_SERVER_BOUND, assert_short_of_early_stopping, harness_runs, official_root, offline_samples, run_main
 
 BASE = ("--benchmarks=dlrm_v2", "--model_variant=tiny", "--round=v5.1")
 
 
 @pytest.fixture(scope="module")
 def perf_runs(tiny_dlrm, tmp_path_factory) -> dict[str, dict]:
-    # one invocation: Offline carries 96 samples; Server issues 96 queries at the tiny config's 50/s
-    return harness_runs(tiny_dlrm, tmp_path_factory.mktemp("dlrm_perf"), BASE, ("Offline,Server", offline_samples(96)))
+    # one invocation: Offline carries 96 samples (VALID); Server issues 96 queries at the tiny config's 50/s, short
+    # of the 662 its p99 early-stopping estimate needs by design, under a bound no busy-machine hiccup breaks
+    return harness_runs(tiny_dlrm, tmp_path_factory.mktemp("dlrm_perf"), BASE,
+                        ("Offline,Server", (*offline_samples(96), LOOSE_SERVER_BOUND)))
 
 
 def _accuracy_run(env, tmp_path_factory, name, *extra) -> dict:
@@ -116,11 +118,14 @@ def _same_as_reference(meta: dict, ref: dict, name: str) -> None:
 def test_dlrm_scenario_performance(perf_runs, scenario):
     m = perf_runs[scenario]
     assert m["status"] == "ok", m["error"]
-    assert m["result_validity"] in ("VALID", "INVALID") and m["loadgen_errors"] == []
+    assert m["loadgen_errors"] == []
     assert m["metric_value"] and m["metric_value"] > 0
     assert m["round"] == "v5.1" and m["loadgen_model"] == "dlrm-v2"
-    if scenario == "Server":
-        assert m["effective"]["effective_target_latency_ns"] == 60_000_000
+    if scenario == "Offline":
+        assert m["result_validity"] == "VALID"
+    else:
+        assert_short_of_early_stopping(m)
+        assert m["effective"]["effective_target_latency_ns"] == 2_000_000_000   # the loose bound given
 
 
 def test_dlrm_offline_valid(perf_runs):

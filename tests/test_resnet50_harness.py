@@ -8,16 +8,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import metadata_under, offline_samples, run_main
+from tests.conftest import LOOSE_SERVER_BOUND, assert_short_of_early_stopping, metadata_under, offline_samples, run_main
 
-SHORT = ("--min_duration=4000", "--min_query_count=64")
+# 64 queries: SingleStream's p90 early-stopping estimate needs 64 (VALID by design), MultiStream's p99 needs 662
+# (short of it by design: INVALID for that reason alone)
+SHORT = ("--min_duration=100", "--min_query_count=64")
+# Server designed VALID: 700 queries (LoadGen's p99 early-stopping estimate needs 662) at the tiny config's
+# 100 QPS, about a fifth of the tiny model's Offline rate, under a bound no busy-machine hiccup breaks.
+SERVER = ("--min_duration=1000", "--min_query_count=700", LOOSE_SERVER_BOUND)
 
 
 @pytest.fixture(scope="module")
 def perf_runs(tiny_resnet, tmp_path_factory) -> dict[str, dict]:
     logs = tmp_path_factory.mktemp("perf_logs")
     # Offline by sample count (offline_samples), the others by duration and query count
-    for scen, args in (("Offline", offline_samples(2048)), ("Server,SingleStream,MultiStream", SHORT)):
+    for scen, args in (("Offline", offline_samples(2048)), ("SingleStream,MultiStream", SHORT), ("Server", SERVER)):
         r = run_main("--action=run_harness", "--benchmarks=resnet50", "--model_variant=tiny", f"--scenarios={scen}",
                      f"--log_dir={logs}", *args, env=tiny_resnet)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -40,18 +45,12 @@ def accuracy_runs(tiny_resnet, tmp_path_factory) -> dict[str, dict]:
 def test_resnet50_scenario_performance(perf_runs, scenario):
     m = perf_runs[scenario]
     assert m["status"] == "ok", m["error"]
-    # VALID, or INVALID with LoadGen's reason recorded (short runs may miss early stopping)
-    assert m["result_validity"] in ("VALID", "INVALID")
-    if m["result_validity"] == "INVALID":
-        summary = (Path(m["log_dir"]) / "mlperf_log_summary.txt").read_text()
-        assert "satisfied : NO" in summary or "satisfied: NO" in summary
     assert m["metric_value"] and m["metric_value"] > 0
     assert m["loadgen_errors"] == []
-
-
-def test_resnet50_offline_and_singlestream_are_valid(perf_runs):
-    assert perf_runs["Offline"]["result_validity"] == "VALID"
-    assert perf_runs["SingleStream"]["result_validity"] == "VALID"
+    if scenario == "MultiStream":            # 64 queries by design: short of the 662 its p99 estimate needs
+        assert_short_of_early_stopping(m)
+    else:                                    # sized to be VALID
+        assert m["result_validity"] == "VALID", (Path(m["log_dir"]) / "mlperf_log_summary.txt").read_text()
 
 
 def test_resnet50_metadata_is_complete(perf_runs):

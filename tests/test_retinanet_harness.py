@@ -10,16 +10,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import harness_runs, offline_samples, run_main
+from tests.conftest import LOOSE_SERVER_BOUND, assert_short_of_early_stopping, harness_runs, offline_samples, run_main
 
 BASE = ("--benchmarks=retinanet", "--model_variant=tiny", "--round=v6.0")
-SHORT = ("--min_duration=2000", "--min_query_count=32")
+# 64 queries: SingleStream's p90 early-stopping estimate needs 64 (VALID by design); MultiStream's and Server's
+# p99 estimates need 662, so those runs are short of it by design (INVALID for that reason alone).
+SHORT = ("--min_duration=100", "--min_query_count=64")
 
 
 @pytest.fixture(scope="module")
 def perf_runs(tiny_retinanet, tmp_path_factory) -> dict[str, dict]:
     return harness_runs(tiny_retinanet, tmp_path_factory.mktemp("retinanet_perf"), BASE,
-                        ("Offline", offline_samples(96)), ("Server,SingleStream,MultiStream", SHORT))
+                        ("Offline", offline_samples(96)), ("SingleStream,MultiStream", SHORT),
+                        ("Server", (*SHORT, LOOSE_SERVER_BOUND)))
 
 
 def _accuracy_run(env, tmp_path_factory, name, *extra) -> dict:
@@ -108,11 +111,15 @@ def _same_as_reference(meta: dict, ref: dict) -> None:
 def test_retinanet_scenario_performance(perf_runs, scenario):
     m = perf_runs[scenario]
     assert m["status"] == "ok", m["error"]
-    assert m["result_validity"] in ("VALID", "INVALID") and m["loadgen_errors"] == []
+    assert m["loadgen_errors"] == []
     assert m["metric_value"] and m["metric_value"] > 0
     assert m["round"] == "v6.0" and m["loadgen_model"] == "retinanet"
-    if scenario == "Server":
-        assert m["effective"]["effective_target_latency_ns"] == 100_000_000
+    if scenario in ("Offline", "SingleStream"):
+        assert m["result_validity"] == "VALID"
+    else:
+        assert_short_of_early_stopping(m)
+    if scenario == "Server":                    # the loose bound given replaces mlperf.conf's 100 ms
+        assert m["effective"]["effective_target_latency_ns"] == 2_000_000_000
 
 
 def test_retinanet_offline_valid(perf_runs):
