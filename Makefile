@@ -142,11 +142,18 @@ bench: venv
 # The official MLCommons tools are the tests' oracles: ../shared/mlcommons-inference when it is there and
 # MLPERF_INFERENCE_DIR is unset (a value you give wins; without either, those tests skip with the reason).
 OFFICIAL_DIR := $(abspath $(CURDIR)/../shared/mlcommons-inference)
+# pytest-xdist workers (each test file runs in one; the tiny builds are shared, see tests/conftest.py)
+TEST_WORKERS ?= 2
 test: venv
 	@if [ -z "$$MLPERF_INFERENCE_DIR" ] && [ -d "$(OFFICIAL_DIR)/tools/submission" ]; then \
 	  export MLPERF_INFERENCE_DIR="$(OFFICIAL_DIR)"; fi; \
 	echo "[test] MLPERF_INFERENCE_DIR=$${MLPERF_INFERENCE_DIR:-(unset: the reference tests skip)}"; \
-	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+	if [ -n "$$MLPERF_INFERENCE_DIR" ] && [ ! -f build/torchrec_site/.installed ]; then \
+	  echo "[test] torchrec (CPU) for the DLRM-v2 reference into build/torchrec_site"; \
+	  $(PY) -m pip install -q --disable-pip-version-check --no-deps --target build/torchrec_site \
+	    -r code/dlrm_v2/reference-torchrec.txt && touch build/torchrec_site/.installed || \
+	    echo "[test] torchrec could not be installed: the DLRM-v2 reference tests skip"; fi; \
+	$(PY) -m pytest -q tests -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:
 	rm -rf build .pytest_cache
