@@ -142,8 +142,9 @@ bench: venv
 # The official MLCommons tools are the tests' oracles: ../shared/mlcommons-inference when it is there and
 # MLPERF_INFERENCE_DIR is unset (a value you give wins; without either, those tests skip with the reason).
 OFFICIAL_DIR := $(abspath $(CURDIR)/../shared/mlcommons-inference)
-# pytest-xdist workers (each test file runs in one; the tiny builds are shared, see tests/conftest.py)
-TEST_WORKERS ?= 2
+# pytest-xdist workers (each test file runs in one; the tiny builds are shared, see tests/conftest.py). 0 (in-process, as before) until the
+# failures seen with 2 (about a third into the run, in both tries) are understood.
+TEST_WORKERS ?= 0
 test: venv
 	@if [ -z "$$MLPERF_INFERENCE_DIR" ] && [ -d "$(OFFICIAL_DIR)/tools/submission" ]; then \
 	  export MLPERF_INFERENCE_DIR="$(OFFICIAL_DIR)"; fi; \
