@@ -86,6 +86,28 @@ def official_root(*parts: str) -> Path:
     return p
 
 
+def official_env(**extra: str | None) -> dict:
+    """The environment of an official script's process: ours with PYTHONDONTWRITEBYTECODE=1 (in CI the official
+    tree is read-only, so nothing may be written beside its files); ``extra`` sets variables, None drops one."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    for k, v in extra.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+def run_official(argv: list, cwd: str | Path, env: dict | None = None,
+                 timeout: int = 600) -> subprocess.CompletedProcess:
+    """``python *argv`` (an official script, or a driver importing one) run from ``cwd``, a tmp folder, with
+    official_env() unless ``env`` is given; asserts exit 0, showing the tails of its output."""
+    r = subprocess.run([sys.executable, *map(str, argv)], cwd=cwd, env=official_env() if env is None else env,
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-4000:]
+    return r
+
+
 def build_tiny(bench: str, env: dict) -> dict:
     """download_model, download_data and preprocess_data of ``bench``'s tiny variant through the CLI, once
     per scratch folder: the first worker to need it builds it under a lock (one lock for every benchmark:

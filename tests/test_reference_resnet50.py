@@ -4,15 +4,11 @@ each run as a separate process from a temporary folder, compared with ours."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-from tests.conftest import official_root
+from tests.conftest import official_root, run_official
 
 # The reference's Imagenet dataset class itself (python/imagenet.py) reads the listed JPEGs with cv2.imread,
 # runs dataset.pre_process_vgg and caches one .npy per image under cache_dir (here a temporary folder).
@@ -30,10 +26,6 @@ for crop in (224, 64):
     res[str(crop)] = np.stack([ds.get_item(i)[0] for i in range(len(ds.image_list))])
 np.savez(out, **res)
 """
-
-
-def _env() -> dict:
-    return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _images(folder: Path) -> list[str]:
@@ -66,10 +58,8 @@ def test_resnet50_preprocessing_equals_reference_pre_process_vgg(tmp_path):
     ref = official_root("vision", "classification_and_detection", "python")
     names = _images(tmp_path / "images")
     (tmp_path / "val_map.txt").write_text("".join(f"{n} {i}\n" for i, n in enumerate(names)))
-    r = subprocess.run([sys.executable, "-c", DRIVER, str(ref), str(tmp_path / "images"), str(tmp_path / "val_map.txt"),
-                        str(tmp_path / "cache"), str(tmp_path / "ref.npz")],
-                       cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    run_official(["-c", DRIVER, ref, tmp_path / "images", tmp_path / "val_map.txt", tmp_path / "cache",
+                  tmp_path / "ref.npz"], tmp_path, timeout=300)
     want = np.load(tmp_path / "ref.npz")
     worst = 0.0
     for crop in (224, 64):
@@ -105,10 +95,8 @@ def test_resnet50_accuracy_equals_official_accuracy_imagenet(tmp_path):
     for i in rng.choice(n, 40, replace=False):
         entries.append((int(i), int((preds[i] + 1) % 1000) if preds[i] == labels[i] else int(labels[i])))
     _log(tmp_path / "mlperf_log_accuracy.json", entries)
-    r = subprocess.run([sys.executable, str(tool), "--mlperf-accuracy-file", str(tmp_path / "mlperf_log_accuracy.json"),
-                        "--imagenet-val-file", str(tmp_path / "val_map.txt"), "--dtype", "int32"],
-                       cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_official([tool, "--mlperf-accuracy-file", tmp_path / "mlperf_log_accuracy.json",
+                      "--imagenet-val-file", tmp_path / "val_map.txt", "--dtype", "int32"], tmp_path, timeout=120)
     official = r.stdout.strip().splitlines()[-1]
     ours = score(tmp_path / "mlperf_log_accuracy.json", labels, tmp_path / "accuracy.txt", 75.695)
     mine = ours["text"].splitlines()[0]

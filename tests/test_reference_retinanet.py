@@ -6,14 +6,11 @@ tiny end-to-end run's log too.)"""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from tests.conftest import official_root
+from tests.conftest import official_env, official_root, run_official
 
 # The reference's OpenImages dataset class itself (python/openimages.py) reads the annotated JPEGs with
 # cv2.imread, runs dataset.pre_process_openimages_retinanet and caches one .npy per image under cache_dir.
@@ -31,10 +28,6 @@ for size in (800, 256):
     res[str(size)] = np.stack([ds.get_item(i)[0] for i in range(len(ds.image_list))])
 np.savez(out, **res)
 """
-
-
-def _env() -> dict:
-    return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _images(folder: Path) -> list[dict]:
@@ -67,10 +60,8 @@ def test_retinanet_preprocessing_equals_reference_pre_process_openimages(tmp_pat
     images = _images(tmp_path / "data")
     ann = tmp_path / "openimages-mlperf.json"
     ann.write_text(json.dumps({"images": images, "annotations": [], "categories": [{"id": 0, "name": "Airplane"}]}))
-    r = subprocess.run([sys.executable, "-c", DRIVER, str(ref), str(tmp_path / "data"), str(ann),
-                        str(tmp_path / "cache"), str(tmp_path / "ref.npz")],
-                       cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    run_official(["-c", DRIVER, ref, tmp_path / "data", ann, tmp_path / "cache", tmp_path / "ref.npz"], tmp_path,
+                 timeout=300)
     want = np.load(tmp_path / "ref.npz")
     worst = 0.0
     for size in (800, 256):
@@ -129,11 +120,9 @@ def test_retinanet_accuracy_equals_official_accuracy_openimages(tmp_path):
     (tmp_path / "oi" / "annotations").mkdir(parents=True)
     (tmp_path / "oi" / "annotations" / "openimages-mlperf.json").write_text(json.dumps(annotations))
     (tmp_path / "mlperf_log_accuracy.json").write_text(json.dumps(entries))
-    env = {k: v for k, v in _env().items() if k != "DATASET_ANNOTATIONS_FILE_PATH"}
-    r = subprocess.run([sys.executable, str(tool), "--mlperf-accuracy-file", str(tmp_path / "mlperf_log_accuracy.json"),
-                        "--openimages-dir", str(tmp_path / "oi"), "--output-file", str(tmp_path / "det.json")],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_official([tool, "--mlperf-accuracy-file", tmp_path / "mlperf_log_accuracy.json", "--openimages-dir",
+                      tmp_path / "oi", "--output-file", tmp_path / "det.json"], tmp_path,
+                     env=official_env(DATASET_ANNOTATIONS_FILE_PATH=None), timeout=120)
     official = float(r.stdout.strip().splitlines()[-1].split("=")[1].rstrip("%"))
     ours = score(tmp_path / "mlperf_log_accuracy.json", annotations, tmp_path / "accuracy.txt", 37.55)["metrics"]["mAP"]
     print(f"FIGURE retinanet mAP official={official:.3f}% ours={ours:.3f}% (synthetic log, {len(entries)} entries)")

@@ -5,14 +5,11 @@ cases, compared with ours. The official accuracy_kits.py scoring a log is in tes
 sliding-window comparison with inference_utils.py."""
 from __future__ import annotations
 
-import os
 import pickle
-import subprocess
-import sys
 
 import numpy as np
 
-from tests.conftest import official_root
+from tests.conftest import official_root, run_official
 
 # preprocess.py's own per-case step (Preprocessor.preprocess_case: load, resample, normalise, pad, crop for
 # the sliding window, save <case>.pkl and nifti/ into results_dir). Its main() needs all 42 KiTS19 inference
@@ -48,11 +45,7 @@ def test_unet3d_preprocessing_equals_reference_preprocess(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     (work / "meta").symlink_to(ref / "meta")
-    r = subprocess.run([sys.executable, "-c", DRIVER, str(ref), str(raw), str(tmp_path / "ref"),
-                        str(tmp_path / "aux.pkl"), *cases],
-                       cwd=work, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
+    run_official(["-c", DRIVER, ref, raw, tmp_path / "ref", tmp_path / "aux.pkl", *cases], work)
     want_aux = pickle.loads((tmp_path / "aux.pkl").read_bytes())
     worst, shapes = 0.0, []
     for case in cases:
@@ -110,12 +103,9 @@ def test_unet3d_accuracy_equals_official_accuracy_kits_on_imperfect_log(tmp_path
         entries.append({"seq_id": n, "qsl_idx": n, "data": pred.astype(np.uint8).tobytes().hex()})
     dataset.write_files_pkl(pre, cases, auxes)
     (tmp_path / "mlperf_log_accuracy.json").write_text(json.dumps(entries))
-    r = subprocess.run([sys.executable, "-c", SHIM, str(ref / "accuracy_kits.py"),
-                        "--log_file", str(tmp_path / "mlperf_log_accuracy.json"), "--preprocessed_data_dir", str(pre),
-                        "--postprocessed_data_dir", str(tmp_path / "post"), "--num_proc", "1"],
-                       cwd=tmp_path, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_official(["-c", SHIM, ref / "accuracy_kits.py", "--log_file", tmp_path / "mlperf_log_accuracy.json",
+                      "--preprocessed_data_dir", pre, "--postprocessed_data_dir", tmp_path / "post", "--num_proc", "1"],
+                     tmp_path, timeout=300)
     official = next(ln for ln in r.stdout.splitlines() if ln.startswith("Accuracy:"))
     ours = accuracy.score(tmp_path / "mlperf_log_accuracy.json", cases, {c: a["image_shape"] for c, a in auxes.items()},
                           gts.__getitem__, tmp_path / "accuracy.txt", 0.86170)
