@@ -142,9 +142,9 @@ bench: venv
 # The official MLCommons tools are the tests' oracles: ../shared/mlcommons-inference when it is there and
 # MLPERF_INFERENCE_DIR is unset (a value you give wins; without either, those tests skip with the reason).
 OFFICIAL_DIR := $(abspath $(CURDIR)/../shared/mlcommons-inference)
-# pytest-xdist workers (each test file runs in one; the tiny builds are shared, see tests/conftest.py). 0 (in-process, as before) until the
-# failures seen with 2 (about a third into the run, in both tries) are understood.
-TEST_WORKERS ?= 0
+# Two pytest-xdist workers: a test module is one work unit, heaviest first (tests/conftest.py: HEAVY); the tiny builds
+# are shared by the workers under file locks. TEST_WORKERS=0 runs in-process, in file order.
+TEST_WORKERS ?= 2
 test: venv
 	@if [ -z "$$MLPERF_INFERENCE_DIR" ] && [ -d "$(OFFICIAL_DIR)/tools/submission" ]; then \
 	  export MLPERF_INFERENCE_DIR="$(OFFICIAL_DIR)"; fi; \
@@ -154,7 +154,7 @@ test: venv
 	  $(PY) -m pip install -q --disable-pip-version-check --no-deps --target build/torchrec_site \
 	    -r code/dlrm_v2/reference-torchrec.txt && touch build/torchrec_site/.installed || \
 	    echo "[test] torchrec could not be installed: the DLRM-v2 reference tests skip"; fi; \
-	$(PY) -m pytest -q tests -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -q tests -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 clean:
 	rm -rf build .pytest_cache

@@ -58,6 +58,43 @@ def run_main(*args: str, env: dict | None = None, check: bool = False, timeout: 
     return r
 
 
+# --- pytest-xdist: in which order ------------------------------------------------------------------------
+# `make test` runs two workers with --dist loadfile --no-loadscope-reorder: a test module is one work unit (its
+# module fixtures are built once, on one worker), handed out in the order the workers collected them. Here that
+# order is heaviest first (HEAVY: seconds in one full two-worker run, 2026-12-03), so the long units start at once
+# and the short ones fill the end; the rest follow in file order. (--dist loadgroup would split a module further,
+# but pytest 9 ignores the node-id suffix xdist 3.8 marks groups with, so the submission trees are one file per
+# round instead.)
+HEAVY = ("test_llm_harness",                     # 352 s
+         "test_submission_official",             # v6.1: 193
+         "test_llm_moe_llama31_harness",         # 258 before its Server/TEST06 runs moved to the trees
+         "test_calibration",                     # 188
+         "test_submission_official_v60",         # 151
+         "test_retinanet_harness",               # 128
+         "test_ray_executor",                    # 126
+         "test_submission_official_v51",         # 103
+         "test_report",                          # 97
+         "test_compliance_sdxl",                 # 79
+         "test_sdxl_harness",                    # 75
+         "test_resnet50_harness",                # 58
+         "test_bert_harness",                    # 56
+         "test_llm_layer",                       # 53
+         "test_find_performance",                # 49
+         "test_reference_sdxl",                  # 42
+         "test_sdxl_fidelity")                   # 38
+
+
+def _module(item: pytest.Item) -> str:
+    return item.module.__name__.rsplit(".", 1)[-1]
+
+
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return                        # in-process: collection order
+    rank = {m: i for i, m in enumerate(HEAVY)}
+    items.sort(key=lambda it: rank.get(_module(it), len(HEAVY)))       # stable: a module's tests keep their order
+
+
 @pytest.fixture(scope="session")
 def harness_env(tmp_path_factory) -> dict:
     """Private MLPERF_BUILD_DIR/MLPERF_SCRATCH_PATH for the whole session, exported to os.environ too.
@@ -73,17 +110,51 @@ def harness_env(tmp_path_factory) -> dict:
     return env
 
 
+NO_OFFICIAL = "MLPERF_INFERENCE_DIR is not set"
+OFFICIAL_USED: set[str] = set()      # node ids of the tests that called official_root (in this process)
+
+
 def official_root(*parts: str) -> Path:
     """A path inside the official mlcommons/inference tree ($MLPERF_INFERENCE_DIR; `make test` points it at
     ../shared/mlcommons-inference when that exists); skips the test with the reason when it is not there."""
     d = os.environ.get("MLPERF_INFERENCE_DIR")
     if not d:
-        pytest.skip("MLPERF_INFERENCE_DIR is not set (`make test` sets it to ../shared/mlcommons-inference when "
+        pytest.skip(f"{NO_OFFICIAL} (`make test` sets it to ../shared/mlcommons-inference when "
                     "that folder exists; else point it at a checkout of mlcommons/inference)")
     p = Path(d).joinpath(*parts)
     if not p.exists():
         pytest.skip(f"{p} is not in MLPERF_INFERENCE_DIR={d}")
+    OFFICIAL_USED.add(os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0])
     return p
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Marks the report of a test that reached the official tree through official_root (in this test or in a
+    fixture it set up first), so that the summary can count them across xdist workers."""
+    outcome = yield
+    rep = outcome.get_result()
+    helpers = sys.modules.get("tests.conftest")      # the module the tests import official_root from
+    if rep.when == "call" and helpers is not None and item.nodeid in helpers.OFFICIAL_USED:
+        rep.user_properties.append(("official_tools", True))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """In every run's log: the FIGURE lines the passing tests printed (ours against the official tools, side by
+    side), and one line saying how many tests ran the official MLCommons tools and how many skipped for want
+    of them."""
+    passed = [r for r in terminalreporter.stats.get("passed", []) if r.when == "call"]
+    figures = [ln for r in passed for ln in r.capstdout.splitlines() if ln.startswith("FIGURE ")]
+    if figures:
+        terminalreporter.write_sep("-", f"{len(figures)} FIGURE lines")
+        for ln in figures:
+            terminalreporter.write_line(ln)
+    ran = [r for r in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", [])
+           if r.when == "call" and ("official_tools", True) in r.user_properties]
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_OFFICIAL in str(r.longrepr)]
+    terminalreporter.write_line(f"official MLCommons tools (MLPERF_INFERENCE_DIR="
+                                f"{os.environ.get('MLPERF_INFERENCE_DIR') or 'unset'}): {len(ran)} tests ran them, "
+                                f"{len(skipped)} skipped without them")
 
 
 def official_env(**extra: str | None) -> dict:
@@ -108,16 +179,21 @@ def run_official(argv: list, cwd: str | Path, env: dict | None = None,
     return r
 
 
+# The tiny builds that write a shared folder of the scratch build under one lock: the LLMs share the tiny
+# tokenizer (models/llm_tokenizer) and the tiny punkt_tab (nltk_data/tiny). Every other benchmark has its own.
+BUILD_LOCKS = {b: "llm" for b in ("gptj", "llama2_70b", "mixtral_8x7b", "llama3_1_8b")}
+
+
 def build_tiny(bench: str, env: dict) -> dict:
     """download_model, download_data and preprocess_data of ``bench``'s tiny variant through the CLI, once
-    per scratch folder: the first worker to need it builds it under a lock (one lock for every benchmark:
-    the LLMs share the tiny tokenizer), the others wait and reuse it."""
+    per scratch folder: the first worker to need it builds it under its lock (BUILD_LOCKS), the others wait
+    and reuse it; two workers build two benchmarks that share nothing at the same time."""
     from filelock import FileLock
 
     scratch = Path(env["MLPERF_SCRATCH_PATH"])
     scratch.mkdir(parents=True, exist_ok=True)
     done = scratch / f".tiny-{bench}.built"
-    with FileLock(str(scratch / ".tiny-build.lock")):
+    with FileLock(str(scratch / f".tiny-build-{BUILD_LOCKS.get(bench, bench)}.lock")):
         if not done.is_file():
             for action in ("download_model", "download_data", "preprocess_data"):
                 run_main(f"--action={action}", f"--benchmarks={bench}", "--model_variant=tiny", env=env, check=True)
@@ -312,3 +388,4 @@ def tensorrt_accuracy_run(env: dict, base: tuple[str, ...], log_dir: Path) -> di
     assert r.returncode == 0, r.stdout + r.stderr
     [m] = metadata_under(log_dir)
     return m
+

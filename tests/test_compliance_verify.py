@@ -4,7 +4,6 @@ Each LoadGen test runs in its own child process. With $MLPERF_INFERENCE_DIR nami
 mlcommons/inference, the official run_verification.py scripts are run too and must agree.
 """
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from code.common.compliance import audit, synthetic, verify
 from code.common.compliance import audit_config as ac
 from code.common import rounds
+from tests.conftest import official_root
 
 RND = rounds.V6_1
 RB = RND.entry("resnet50")
@@ -121,9 +121,9 @@ def test_compliance_test01_performance_invalid_reference_fails(runs, tmp_path):
     assert not v.passed and v.text.startswith("Verifying performance.\nTEST FAIL: Invalid results in ")
 
 
-@pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_DIR"), reason="MLPERF_INFERENCE_DIR not set")
 def test_compliance_official_scripts_agree(runs, tmp_path):
     import shutil
+    official_root("compliance")
     for test, acc_ref, src, perf in (("TEST01", runs / "acc", "test01", "perf"),
                                       ("TEST01", runs / "acc_corrupt", "test01", "perf"),
                                       ("TEST04", None, "test04", "perf"),

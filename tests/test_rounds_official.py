@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 import re
 from pathlib import Path
 
 import pytest
 
 from code.common.rounds import ROUNDS, Round
+
+from tests.conftest import official_root
 
 PACKAGES = {"resnet50", "retinanet", "unet3d", "bert", "dlrm_v2", "gptj", "llama2_70b", "mixtral_8x7b", "sdxl",
             "llama3_1_8b"}
@@ -87,13 +88,8 @@ def test_round_membership():
 # --------------------------------------------------------------------------------- with a checkout
 
 def _checkout() -> Path:
-    d = os.environ.get("MLPERF_INFERENCE_DIR")
-    if not d:
-        pytest.skip("MLPERF_INFERENCE_DIR is not set (a checkout of mlcommons/inference to compare with)")
-    root = Path(d)
-    if not (root / "tools" / "submission").is_dir():
-        pytest.skip(f"MLPERF_INFERENCE_DIR={d} is not a checkout of mlcommons/inference (no tools/submission)")
-    return root
+    official_root("tools", "submission")            # skips with the reason without a checkout
+    return official_root()
 
 
 @pytest.fixture(scope="module")
