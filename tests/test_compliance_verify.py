@@ -1,4 +1,4 @@
-"""TEST01/TEST04 verification on real LoadGen logs from a trivial SUT (code.common.compliance.synthetic).
+"""TEST01/TEST04 verification on real LoadGen logs from a trivial SUT (tests/loadgen_synthetic.py).
 
 Each LoadGen test runs in its own child process. With $MLPERF_INFERENCE_DIR naming a checkout of
 mlcommons/inference, the official run_verification.py scripts are run too and must agree.
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from code.common.compliance import audit, synthetic, verify
+from code.common.compliance import audit, verify
 from code.common.compliance import audit_config as ac
 from code.common import rounds
+from tests import loadgen_synthetic as synthetic
 from tests.conftest import official_root
 
 RND = rounds.V6_1

@@ -1,6 +1,6 @@
 """Staging -> truncation -> export -> pre-flight on real LoadGen logs from a trivial SUT.
 
-A module fixture builds a build/ tree of synthetic runs (code.common.compliance.synthetic) for
+A module fixture builds a build/ tree of synthetic runs (tests/loadgen_synthetic.py) for
 resnet50 in its three v6.1 edge scenarios, with audits, plus runs that must never be staged.
 """
 import json
@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from code.common.compliance import audit, synthetic
+from code.common.compliance import audit
 from code.common.compliance import audit_config as ac
 from code.common.errors import HarnessError
 from code.common import rounds
+from tests import loadgen_synthetic as synthetic
 from code.common.submission import check, export, measurements, stage, truncate
 from code.common.submission.tree import files_under
 from code.common.systems.detect import CPUInfo, SystemInfo

@@ -18,7 +18,6 @@ words (code.bert.dataset.tiny_vocab: [PAD] [UNK] [CLS] [SEP] [MASK] as BERT's, t
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from code.common.errors import HarnessError, MissingDataError
@@ -229,7 +228,3 @@ def read_vocab(model_dir: Path, fix: str) -> Path:
         raise MissingDataError(f"vocabulary not found: {p}", fix)
     return p
 
-
-def model_json(model_dir: Path) -> dict:
-    p = model_dir / "model.json"
-    return json.loads(p.read_text()) if p.is_file() else {}

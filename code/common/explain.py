@@ -67,7 +67,7 @@ def explain(lg: dict[str, Any], s) -> list[str]:
         return out
     if r.get("result_min_duration_met") is False:
         out.append(_short_run(r, eff, s, sc, min_ms))
-    server = sc.loadgen_enum == "Server"
+    server = sc.runs_as_server
     tokens = bool((lg.get("requested") or {}).get("requested_use_token_latencies")) and server
     if tokens:          # LLM Server / Interactive: judged on TTFT and TPOT, not on target_latency
         out.extend(_token_reasons(lg, s, sc))
@@ -138,7 +138,7 @@ def _token_reasons(lg: dict[str, Any], s, sc) -> list[str]:
 def _short_run(r: dict, eff: dict, s, sc, min_ms: float) -> str:
     """min_duration not met: the query LoadGen generated ran out before min_duration, because the
     scenario's sizing value promised a slower system than this one."""
-    if sc.name == "Offline":
+    if sc.find_probe == "offline":
         rate = r.get("result_samples_per_second") or 0
         n = eff.get("effective_samples_per_query") or 0
         took = n / rate if rate else 0
@@ -146,8 +146,8 @@ def _short_run(r: dict, eff: dict, s, sc, min_ms: float) -> str:
         return (f"min duration not met: the Offline query of {n} samples took {took:.3g} s at {_g(rate)} samples/s, "
                 f"under the {min_ms / 1000:g} s min_duration; --offline_expected_qps={_g(expected or 0)} is below what "
                 f"this system does. Rerun with {rerun(s, f'--offline_expected_qps={_g(rate * 1.1)}')}")
-    if sc.name in ("SingleStream", "MultiStream"):
-        key = "single_stream_expected_latency_ns" if sc.name == "SingleStream" else "multi_stream_expected_latency_ns"
+    if sc.find_probe == "latency":
+        key = sc.sizing
         measured = r.get("result_mean_latency_ns") or r.get(sc.metric_key)
         expected = eff.get("effective_target_latency_ns") or s.values.get(key)
         why = (f"the expected latency {_ms(expected)} is above the measured mean {_ms(measured)}"

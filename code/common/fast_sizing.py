@@ -88,20 +88,16 @@ def size(ts, settings, procs, qsl) -> dict | None:
     qsl.load(indices)
     t0 = time.monotonic()
     try:
-        if sc.name in ("Offline", "Server"):
-            rate = _throughput(procs, indices, WARMUP_S)
-            measured = {"samples_per_s": round(rate, 3)}
-            if sc.name == "Offline":
-                key, old, new = "offline_expected_qps", ts.offline_expected_qps, rate * MARGIN
-            else:
-                key, old = "server_target_qps", ts.server_target_qps
-                new = min(old, SERVER_CAP * rate)
-        else:
-            per = 1 if sc.name == "SingleStream" else ts.multi_stream_samples_per_query
+        key, old = sc.sizing, getattr(ts, sc.sizing)
+        if sc.find_probe == "latency":
+            per = getattr(ts, sc.samples_per_query) if sc.samples_per_query else 1
             ns = _latency_ns(procs[0], indices, per, WARMUP_S)
             measured = {"query_latency_ns": int(ns)}
-            key = sc.sizing
-            old, new = getattr(ts, key), int(ns / MARGIN)
+            new = int(ns / MARGIN)
+        else:
+            rate = _throughput(procs, indices, WARMUP_S)
+            measured = {"samples_per_s": round(rate, 3)}
+            new = rate * MARGIN if sc.find_probe == "offline" else min(old, SERVER_CAP * rate)
     finally:
         qsl.unload(indices)
     setattr(ts, key, new)
@@ -121,16 +117,16 @@ def size_stream(ts, settings, sut, count: int) -> dict | None:
     if settings.sources.get(sc.sizing) == "cli":
         return None
     t0 = time.monotonic()
-    single = sc.name == "SingleStream"
+    single = sc.find_probe == "latency"          # the LLMs' latency scenario is SingleStream: one sample a query
     m = sut.measure(count, WARMUP_S, depth=1 if single else None, max_seconds=MAX_WARMUP_S)
     if not m["samples_per_s"]:
         return None
-    if sc.name == "Offline":
-        key, old, new = "offline_expected_qps", ts.offline_expected_qps, m["samples_per_s"] * MARGIN
-    elif single:
-        key, old, new = sc.sizing, ts.single_stream_expected_latency_ns, int(m["mean_latency_ns"] / MARGIN)
+    key, old = sc.sizing, getattr(ts, sc.sizing)
+    if single:
+        new = int(m["mean_latency_ns"] / MARGIN)
+    elif sc.find_probe == "offline":
+        new = m["samples_per_s"] * MARGIN
     else:
-        key, old = "server_target_qps", ts.server_target_qps
         new = min(old, STREAM_SERVER_CAP * m["samples_per_s"])
     setattr(ts, key, new)
     return {"setting": key, "configured": old, "set": new, "measured": m, "warmup_s": round(time.monotonic() - t0, 2)}

@@ -152,6 +152,32 @@ def read_json(path: str | os.PathLike, fix: str, expect: type = dict):
     return obj
 
 
+def read_dataframe(path: str | os.PathLike, fix: str, columns=(), name: str | None = None):
+    """A pickled pandas DataFrame holding ``columns`` (the LLM data sets): a missing file, one that does not
+    unpickle, anything but a DataFrame, or a missing column is a one-line MissingDataError naming it (``name``,
+    default the path), with ``fix``. Unpickling runs code: only for a file whose md5 was checked or that
+    make preprocess_data wrote."""
+    import pandas as pd
+
+    from code.common.errors import MissingDataError
+
+    path = Path(path)
+    name = name or str(path)
+    if not path.is_file():
+        raise MissingDataError(f"dataset not found: {path}", fix)
+    try:
+        df = pd.read_pickle(path)
+    except Exception as e:  # noqa: BLE001 - any unreadable pickle is the same user error
+        raise MissingDataError(f"{name}: not a readable pandas pickle ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0][:120] if str(e) else ''})", fix) from None
+    if not isinstance(df, pd.DataFrame):
+        raise MissingDataError(f"{name}: holds a {type(df).__name__}, not a DataFrame", fix)
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise MissingDataError(f"{name}: no column(s) {', '.join(missing)} (has {', '.join(map(str, df.columns))})", fix)
+    return df
+
+
 def load_array(path: str | os.PathLike, fix: str, *, dtype=None, shape: tuple | None = None,
                mmap: bool = False):
     """np.load a preprocessed array and check it: a missing, truncated or non-.npy file, the wrong

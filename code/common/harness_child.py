@@ -128,7 +128,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
         if result["fast_sizing"]:
             f = result["fast_sizing"]
             print(f"[fast] measured {f['measured']}: {f['setting']} {f['configured']:g} -> {f['set']:g}", flush=True)
-    server = scenarios.get(settings.scenario).loadgen_enum == "Server"
+    server = scenarios.get(settings.scenario).runs_as_server
     if dispatch == "batcher" or (dispatch == "stream" and server):
         # the effective target and bound, after user.conf, mlperf.conf and --fast; LLMs judged per token
         # (target_latency 0) are bounded by their TTFT

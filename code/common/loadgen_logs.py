@@ -23,6 +23,20 @@ def read_accuracy_entries(accuracy_log: str | Path, fix: str = "rerun with --tes
     return entries
 
 
+def first_answers(accuracy_log: str | Path, dtype="int32",
+                  fix: str = "rerun with --test_mode=AccuracyOnly") -> dict:
+    """qsl_idx -> the response of its first entry in mlperf_log_accuracy.json as a ``dtype`` array: a sample
+    logged twice counts once, with its first answer, as the reference accuracy scripts de-dupe."""
+    import numpy as np
+
+    out: dict[int, np.ndarray] = {}
+    for e in read_accuracy_entries(accuracy_log, fix):
+        i = int(e["qsl_idx"])
+        if i not in out:
+            out[i] = np.frombuffer(bytes.fromhex(e["data"]), dtype=dtype)
+    return out
+
+
 def read_detail(path: str | Path) -> list[dict[str, Any]]:
     out = []
     p = Path(path)

@@ -20,18 +20,11 @@ STALL_EXIT = 5
 
 
 def expected_samples(ts, scenario: str, test_mode: str, total_count: int) -> int:
-    """About how many samples LoadGen will issue (for the progress bar only)."""
-    if test_mode == "AccuracyOnly":
-        return total_count
-    dur = ts.min_duration_ms / 1000
-    if scenario == "Offline":
-        return int(max(ts.min_query_count, ts.offline_expected_qps * dur))
-    if scenario == "Server":
-        return int(max(ts.min_query_count, ts.server_target_qps * dur))
-    if scenario == "SingleStream":
-        return int(max(ts.min_query_count, dur * 1e9 / max(ts.single_stream_expected_latency_ns, 1)))
-    per = getattr(ts, "multi_stream_samples_per_query", 8)
-    return int(max(ts.min_query_count, dur * 1e9 / max(ts.multi_stream_expected_latency_ns, 1)) * per)
+    """About how many samples LoadGen will issue (for the progress bar only): the whole set in an accuracy
+    run, else what the scenario says (scenarios.Scenario.expected_samples)."""
+    from code.common import scenarios
+
+    return total_count if test_mode == "AccuracyOnly" else scenarios.get(scenario).expected_samples(ts)
 
 
 class Monitor:

@@ -56,7 +56,8 @@ class Scenario:
     checker_field: str              # the field the official checker reads as the result
     settings: tuple[str, ...]       # schema fields that apply only to this scenario (and those sharing them)
     conf_keys: tuple[ConfKey, ...]  # run settings -> user.conf
-    sizing: str                     # the setting that sizes the run (expected rate or latency)
+    sizing: str                     # the setting that sizes the run (expected rate or latency; a TestSettings field too)
+    find_probe: str                 # how find_performance measures `sizing`: "offline" | "server" | "latency"
     scales_with_devices: bool = False  # work spreads over every GPU: the sizing rate scales with their count
     audit_scaled: str | None = None # setting multiplied by audit_server_qps_factor in audit runs
     percentile: int | None = None   # latency percentile of the metric (SingleStream 90, MultiStream 99)
@@ -67,10 +68,24 @@ class Scenario:
     audit_short_latency_ns: int = 0 # TEST01/TEST04 allow 20% instead of 10% at or below this latency
     summary_score: str = ""         # regex of the mlperf_log_summary.txt line the official TEST04 check scores
     loadgen_model_suffix: str = ""  # appended to the mlperf.conf model name ("-interactive")
+    samples_per_query: str = ""     # the setting holding the samples in one query (MultiStream); "": one
+
+    def expected_samples(self, ts) -> int:
+        """About how many samples a performance run with LoadGen TestSettings ``ts`` issues (progress only):
+        the queries min_duration needs at the sizing rate or latency, at least min_query_count."""
+        seconds, sized = ts.min_duration_ms / 1000, getattr(ts, self.sizing)
+        queries = seconds * sized if self.unit != "ns" else seconds * 1e9 / max(sized, 1)
+        per = getattr(ts, self.samples_per_query) if self.samples_per_query else 1
+        return int(max(ts.min_query_count, queries) * per)
 
     @property
     def loadgen_enum(self) -> str:
         return self.loadgen_scenario or self.name
+
+    @property
+    def runs_as_server(self) -> bool:
+        """LoadGen runs it as its Server scenario (Server, Interactive): Poisson arrivals, a latency bound."""
+        return self.loadgen_enum == "Server"
 
     def format_metric(self, value: float | None) -> str:
         if value is None:
@@ -83,7 +98,8 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("Offline", "queue", "samples_per_second", "result_samples_per_second", "samples/s", False,
              "result_samples_per_second", ("offline_expected_qps",),
-             (ConfKey("offline_expected_qps", "target_qps", _g),), sizing="offline_expected_qps", scales_with_devices=True,
+             (ConfKey("offline_expected_qps", "target_qps", _g),), sizing="offline_expected_qps", find_probe="offline",
+             scales_with_devices=True,
              summary_score="Samples per second",
              official_bounds=("min_query_count",)),
     Scenario("Server", "batcher", "completed_samples_per_second", "result_completed_samples_per_sec", "samples/s",
@@ -91,8 +107,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              ("server_target_qps", "server_target_latency_ns", "server_batch_timeout_ms"),
              (ConfKey("server_target_qps", "target_qps", _g),
               ConfKey("server_target_latency_ns", "target_latency", _ns_to_ms)),
-             sizing="server_target_qps", scales_with_devices=True, audit_scaled="server_target_qps",
-             summary_score="Completed samples per second",
+             sizing="server_target_qps", find_probe="server", scales_with_devices=True,
+             audit_scaled="server_target_qps", summary_score="Completed samples per second",
              official_bounds=("target_latency",)),
     # LLMs only (their BenchmarkSpec lists it): Server with the "-interactive" TTFT/TPOT bounds
     Scenario("Interactive", "batcher", "completed_samples_per_second", "result_completed_samples_per_sec",
@@ -100,23 +116,25 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              ("server_target_qps", "server_target_latency_ns", "server_batch_timeout_ms"),
              (ConfKey("server_target_qps", "target_qps", _g),
               ConfKey("server_target_latency_ns", "target_latency", _ns_to_ms)),
-             sizing="server_target_qps", scales_with_devices=True, audit_scaled="server_target_qps",
-             summary_score="Completed samples per second", loadgen_scenario="Server",
+             sizing="server_target_qps", find_probe="server", scales_with_devices=True,
+             audit_scaled="server_target_qps", summary_score="Completed samples per second", loadgen_scenario="Server",
              loadgen_model_suffix="-interactive"),
     Scenario("SingleStream", "inline", "90th_percentile_latency_ns", "result_90.00_percentile_latency_ns", "ns", True,
              "early_stopping_latency_ss", ("single_stream_expected_latency_ns",),
              (ConfKey("single_stream_expected_latency_ns", "target_latency", _ns_to_ms),),
-             sizing="single_stream_expected_latency_ns", percentile=90, audit_short_latency_ns=200_000,
+             sizing="single_stream_expected_latency_ns", find_probe="latency", percentile=90, audit_short_latency_ns=200_000,
              summary_score=r".*Early stopping (90th|90\.0th|99\.9th) percentile estimate"),
     Scenario("MultiStream", "inline", "99th_percentile_latency_ns", "result_99.00_percentile_latency_ns", "ns", True,
              "early_stopping_latency_ms", ("multi_stream_expected_latency_ns", "multi_stream_samples_per_query"),
              (ConfKey("multi_stream_expected_latency_ns", "target_latency", _ns_to_ms),
               ConfKey("multi_stream_samples_per_query", "samples_per_query", str, skip=8)),
-             sizing="multi_stream_expected_latency_ns", percentile=99, audit_short_latency_ns=1_600_000,
+             sizing="multi_stream_expected_latency_ns", find_probe="latency", percentile=99,
+             audit_short_latency_ns=1_600_000, samples_per_query="multi_stream_samples_per_query",
              summary_score=r".*Early stopping (99th|99\.0th) percentile estimate"),
 )}
 
 NAMES: tuple[str, ...] = tuple(SCENARIOS)
+SERVER_LIKE: tuple[str, ...] = tuple(n for n, s in SCENARIOS.items() if s.runs_as_server)
 LOADGEN_SCENARIOS: tuple[str, ...] = tuple(dict.fromkeys(s.loadgen_enum for s in SCENARIOS.values()))
 MODE_DIRS = {"PerformanceOnly": "performance", "AccuracyOnly": "accuracy", "SubmissionRun": "submission"}
 

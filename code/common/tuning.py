@@ -171,8 +171,7 @@ class Finder:
         return {key: int(math.ceil(mean))}
 
     def find(self) -> dict:
-        kind = {"Offline": self.offline, "Server": self.server}.get(self.sc.name, self.latency)
-        return kind()
+        return {"offline": self.offline, "server": self.server, "latency": self.latency}[self.sc.find_probe]()
 
     def _rate(self, m: dict) -> float:
         if m.get("status") != "ok" or not m.get("metric_value"):

@@ -22,9 +22,9 @@ def format_prompt(system_prompt: str, question: str) -> str:
 
 
 def read(path: Path, fix: str):
-    from code.common.llm.harness import read_frame
+    from code.common.fileio import read_dataframe
 
-    return read_frame(path, fix, ("tok_input", "output"), "processed OpenORCA set")
+    return read_dataframe(path, fix, ("tok_input", "output"))
 
 
 def make_tiny(out_dir: Path, tokenizer, n: int, seed: int, targets=None) -> Path:

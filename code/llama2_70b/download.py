@@ -17,6 +17,7 @@ import hashlib
 from pathlib import Path
 
 from code.common import fileio
+from code.common.fileio import read_dataframe
 from code.common.errors import HarnessError, MissingDataError
 from code.common.llm import download as dl
 
@@ -85,19 +86,7 @@ def _md5_gunzip(src: Path, final: Path, want_md5: str | None, check) -> str:
 def check_pickle(path: Path, rows: int, fix: str = FIX_DATA, name: str | None = None):
     """``path`` unpickles (pandas.read_pickle) to a DataFrame with ``rows`` rows and the columns
     REQUIRED_COLUMNS. Only call it on a file whose md5 was checked: unpickling runs code."""
-    import pandas as pd
-
-    name = name or Path(path).name
-    try:
-        df = pd.read_pickle(path)
-    except Exception as e:
-        raise MissingDataError(f"{name}: not a readable pandas pickle ({type(e).__name__}: "
-                               f"{str(e).splitlines()[0][:120] if str(e) else ''})", fix) from None
-    if not isinstance(df, pd.DataFrame):
-        raise MissingDataError(f"{name}: holds a {type(df).__name__}, not a DataFrame", fix)
-    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
-    if missing:
-        raise MissingDataError(f"{name}: no column(s) {', '.join(missing)} (has {', '.join(map(str, df.columns))})", fix)
+    df = read_dataframe(path, fix, REQUIRED_COLUMNS, name or Path(path).name)
     if len(df) != rows:
         raise MissingDataError(f"{name} holds {len(df)} rows, expected {rows}", fix)
     return df

@@ -33,9 +33,9 @@ MBXP_INSTRUCTION = "Complete the following code. Be concise, don't output anythi
 
 
 def read(path: Path, fix: str):
-    from code.common.llm.harness import read_frame
+    from code.common.fileio import read_dataframe
 
-    df = read_frame(path, fix, ("dataset", "id", "tok_input", "gt_output"), "Mixtral 15k set")
+    df = read_dataframe(path, fix, ("dataset", "id", "tok_input", "gt_output"))
     odd = sorted(set(map(str, df["dataset"])) - set(KINDS))
     if odd:
         raise MissingDataError(f"{path}: unknown sub-dataset(s) {', '.join(odd)} (expected {', '.join(KINDS)})", fix)

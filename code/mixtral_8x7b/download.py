@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 
 from code.common import fileio
+from code.common.fileio import read_dataframe
 from code.common.errors import HarnessError, MissingDataError
 from code.common.llm import download as dl
 
@@ -134,25 +135,6 @@ def download_model(dest: Path, log=print) -> Path:
 
 # --- data ------------------------------------------------------------------------------------------
 
-def _read_pickle(path: Path, fix: str, name: str):
-    import pandas as pd
-
-    try:
-        df = pd.read_pickle(path)
-    except Exception as e:
-        raise MissingDataError(f"{name}: not a readable pandas pickle ({type(e).__name__}: "
-                               f"{str(e).splitlines()[0][:120] if str(e) else ''})", fix) from None
-    if not isinstance(df, pd.DataFrame):
-        raise MissingDataError(f"{name}: holds a {type(df).__name__}, not a DataFrame", fix)
-    return df
-
-
-def _check_columns(df, columns, name: str, fix: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise MissingDataError(f"{name}: no column(s) {', '.join(missing)} (has {', '.join(map(str, df.columns))})", fix)
-
-
 def _check_tokens(df, name: str, fix: str) -> None:
     import numbers
 
@@ -175,8 +157,7 @@ def check_dataset(path: Path, fix: str = FIX_DATA, name: str | None = None):
     name = name or path.name
     if not path.is_file():
         raise MissingDataError(f"{path} not found", fix)
-    df = _read_pickle(path, fix, name)
-    _check_columns(df, REQUIRED_COLUMNS, name, fix)
+    df = read_dataframe(path, fix, REQUIRED_COLUMNS, name)
     if len(df) != SAMPLES:
         raise MissingDataError(f"{name} holds {len(df)} rows, expected {SAMPLES}", fix)
     counts = {str(k): int(v) for k, v in df["dataset"].value_counts().items()}
@@ -201,8 +182,7 @@ def check_calibration(path: Path, fix: str = FIX_DATA, name: str | None = None):
     MLCommons does not document its row count). Returns the DataFrame."""
     path = Path(path)
     name = name or path.name
-    df = _read_pickle(path, fix, name)
-    _check_columns(df, CALIBRATION_COLUMNS, name, fix)
+    df = read_dataframe(path, fix, CALIBRATION_COLUMNS, name)
     if len(df) == 0:
         raise MissingDataError(f"{name} holds no rows", fix)
     _check_tokens(df, name, fix)

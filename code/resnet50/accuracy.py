@@ -1,28 +1,18 @@
 """Top-1 accuracy from mlperf_log_accuracy.json, in the MLPerf reference's accuracy.txt format."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from code.common.errors import RunError
 from code.common.fileio import write_text
+from code.common.loadgen_logs import first_answers
 
 
 def read_predictions(accuracy_log: str | Path) -> dict[int, int]:
     """qsl_idx -> predicted label (int32). A sample logged twice counts once, with its first answer, as
     accuracy-imagenet.py de-dupes."""
-    try:
-        entries = json.loads(Path(accuracy_log).read_text())
-    except (OSError, ValueError) as e:
-        raise RunError(f"cannot read {accuracy_log}: {e}", "rerun with --test_mode=AccuracyOnly") from None
-    preds = {}
-    for e in entries:
-        idx = int(e["qsl_idx"])
-        if idx not in preds:
-            preds[idx] = int(np.frombuffer(bytes.fromhex(e["data"]), dtype=np.int32)[0])
-    return preds
+    return {i: int(a[0]) for i, a in first_answers(accuracy_log, np.int32).items()}
 
 
 def score(accuracy_log: str | Path, labels: np.ndarray, out: Path, target: float, tiny: bool = False) -> dict:

@@ -133,6 +133,5 @@ MIN_CLIP_VAL = -79.0
 MAX_CLIP_VAL = 304.0
 PADDING_VAL = -2.2
 TARGET_SPACING = (1.6, 1.2, 1.2)
-ROI_SHAPE = 128
 SLIDE_OVERLAP_FACTOR = 0.5
 NUM_CLASSES = 3          # background, kidney, tumour

@@ -27,7 +27,7 @@ from typing import Any
 from code.common import paths, scenarios
 from code.common.compliance import audit_config as ac
 from code.common.compliance import official, verify
-from code.common.compliance.mlperf_log import load_accuracy_log
+from code.common.loadgen_logs import read_accuracy_entries
 from code.common.errors import HarnessError, RunError
 from code.common.fileio import sha256_file, write_json, write_text
 from code.common import rounds
@@ -72,10 +72,10 @@ def _fallback_test01(audit_dir: Path, ref_acc_dir: Path, rb: rounds.RoundBenchma
     accuracy-mode log; pass if every metric is within the round's delta (checker rule)."""
     out = audit_dir / "accuracy"
     out.mkdir(exist_ok=True)
-    test_entries = load_accuracy_log(audit_dir / "mlperf_log_accuracy.json")
+    test_entries = read_accuracy_entries(audit_dir / "mlperf_log_accuracy.json")
     wanted = {e["qsl_idx"] for e in test_entries}
     seen, baseline = set(), []
-    for e in load_accuracy_log(ref_acc_dir / "mlperf_log_accuracy.json"):
+    for e in read_accuracy_entries(ref_acc_dir / "mlperf_log_accuracy.json"):
         if e["qsl_idx"] in wanted and e["qsl_idx"] not in seen:
             seen.add(e["qsl_idx"])
             baseline.append(e)
@@ -243,7 +243,7 @@ def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, r
     if perf_ref is not None:
         log(f"[audit] {test} {spec.name} {settings.scenario}: reference performance run {perf_ref.dir}"
             + (f", accuracy run {acc_ref.dir}" if test == "TEST01" else ""))
-    if scenarios.get(settings.scenario).loadgen_enum == "Server":
+    if scenarios.get(settings.scenario).runs_as_server:
         log(f"[audit] Server target QPS x {settings.audit_server_qps_factor} (audit_server_qps_factor)")
     bench = target if target is not settings else implementation(spec)(settings)
     control = RunControl(action="run_audit_harness", test_mode="PerformanceOnly", audit_test=test,

@@ -55,11 +55,3 @@ class DetailLog:
     def valid(self) -> bool:
         return self.get("result_validity") == "VALID"
 
-
-def load_accuracy_log(path: str | Path) -> list[dict[str, Any]]:
-    """Entries ``{"seq_id", "qsl_idx", "data"}`` of mlperf_log_accuracy.json."""
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list")
-    return data

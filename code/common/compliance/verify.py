@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from code.common import scenarios
-from code.common.compliance.mlperf_log import DetailLog, load_accuracy_log
+from code.common.compliance.mlperf_log import DetailLog
+from code.common.loadgen_logs import read_accuracy_entries
 
 
 
@@ -43,8 +44,8 @@ def _threshold(scenario: str, ref_latency_like: float) -> float:
 
 def test01_accuracy(reference_accuracy_log: str | Path, audit_accuracy_log: str | Path) -> Verdict:
     """Compare the audit run's sampled accuracy log with the accuracy-mode log, byte for byte."""
-    ref = load_accuracy_log(reference_accuracy_log)
-    test = load_accuracy_log(audit_accuracy_log)
+    ref = read_accuracy_entries(reference_accuracy_log)
+    test = read_accuracy_entries(audit_accuracy_log)
     results: dict[int, str] = {}
     dup = acc_mismatch = 0
     for e in ref:
@@ -171,7 +172,7 @@ def test06(accuracy_log: Path, scenario: str, eos_token_id: int | None, dtype: s
     import numpy as np
 
     dt = {"int64": np.int64, "int32": np.int32, "int16": np.int16, "float32": np.float32}[dtype]
-    entries = load_accuracy_log(accuracy_log)
+    entries = read_accuracy_entries(accuracy_log)
     reasons: list[str] = []
     if not entries:
         reasons.append("the audit logged no samples")

@@ -3,8 +3,7 @@ scopes them to the benchmarks whose spec says ``generates_tokens``)."""
 from __future__ import annotations
 
 from code.common.fields import Field, parse_float, parse_int, parse_str
-
-SERVERS = ("Server", "Interactive")
+from code.common.scenarios import SERVER_LIKE as SERVERS
 
 LLM_FIELDS: tuple[Field, ...] = (
     Field("llm_batching", parse_str, "inflight", "How the generation scheduler batches: inflight (continuous: new "

@@ -87,33 +87,12 @@ def read_records(path: Path, fix: str, keys: Sequence[str], what: str) -> list[d
     return data
 
 
-def read_frame(path: Path, fix: str, columns: Sequence[str], what: str):
-    """A pickled pandas DataFrame with ``columns`` (the processed OpenORCA / Mixtral sets), or a one-line error."""
-    import pandas as pd
-
-    if not path.exists():
-        raise MissingDataError(f"dataset not found: {path}", fix)
-    try:
-        df = pd.read_pickle(path)
-    except Exception as e:  # noqa: BLE001 - any unreadable pickle is the same user error
-        raise MissingDataError(f"{path} is not a readable {what} pickle ({type(e).__name__})", fix) from None
-    missing = [c for c in columns if c not in getattr(df, "columns", ())]
-    if missing:
-        raise MissingDataError(f"{path} lacks the column(s) {', '.join(missing)} of the {what}", fix)
-    return df
-
-
 def read_accuracy_log(path: str | Path, dtype=np.int32) -> dict[int, np.ndarray]:
     """qsl_idx -> output token ids from mlperf_log_accuracy.json; the first entry of a repeated
     index counts (as the reference evaluators dedup)."""
-    from code.common.compliance.mlperf_log import load_accuracy_log
+    from code.common.loadgen_logs import first_answers
 
-    out: dict[int, np.ndarray] = {}
-    for e in load_accuracy_log(Path(path)):
-        i = int(e["qsl_idx"])
-        if i not in out:
-            out[i] = np.frombuffer(bytes.fromhex(e["data"]), dtype=dtype)
-    return out
+    return first_answers(path, dtype)
 
 
 class LLMBenchmark(Benchmark):

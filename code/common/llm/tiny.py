@@ -13,7 +13,6 @@ the batching scheduler are exercised.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
 
@@ -23,7 +22,6 @@ SEED = 20261201
 VOCAB_SIZE = 512
 SPECIAL = ("<unk>", "<s>", "</s>")          # ids 0, 1, 2 (Llama's convention: bos 1, eos 2)
 UNK, BOS, EOS = 0, 1, 2
-TOKENIZER_DIR = "tokenizer"
 
 _ONSETS = ("b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "st", "tr", "pl", "ch", "sh")
 _VOWELS = ("a", "e", "i", "o", "u", "ai", "ea", "ou")
@@ -207,7 +205,3 @@ def load_model(folder: Path, precision: str = "fp32", device: str = "cpu"):
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
     return AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype).to(device).eval()
 
-
-def read_build(folder: Path) -> dict:
-    p = Path(folder) / "tiny_build.json"
-    return json.loads(p.read_text()) if p.exists() else {}

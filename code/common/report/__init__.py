@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from code.common import paths, timeline
+from code.common import paths, scenarios, timeline
 from code.common.errors import HarnessError
 from code.common.fileio import staged_dir, write_json, write_text
 from code.common.report import page, plots, rows as rows_mod
@@ -83,7 +83,7 @@ def pictures(run: Run, r: dict, img: Path) -> list[dict]:
     r["sut_latency_ms"] = {"samples": int(lat.size), "mean": round(float(lat.mean()), 4),
                            **{f"p{p:g}": _pct(lat, p) for p in (50, 90, 99)}, "max": round(float(lat.max()), 4)}
     eff = run.meta.get("effective") or {}
-    bound_ns = eff.get("effective_target_latency_ns") if r["scenario"] in ("Server", "Interactive") else None
+    bound_ns = eff.get("effective_target_latency_ns") if scenarios.get(r["scenario"]).runs_as_server else None
     out = [("latency-hist", "Latency histogram", plots.latency_histogram(lat, img / f"{r['id']}-latency-hist.png", title)),
            ("latency-pct", "Latency by percentile", plots.percentile_curve(
                lat, r["loadgen_percentiles_ms"], img / f"{r['id']}-latency-pct.png", title,

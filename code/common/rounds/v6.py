@@ -11,7 +11,7 @@ LLMs since v5.1, ``optional-scenarios-datacenter``) are ``RoundBenchmark.optiona
 """
 from __future__ import annotations
 
-from code.common.rounds.model import Round, RoundBenchmark, seeds
+from code.common.rounds.model import Round, seeds
 from code.common.rounds.v5 import AUDIT_ACCURACY_LOG_RNG_SEED, MIN_DURATION_MS, V5_1, edit, sdxl
 
 CHECKER_COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"
@@ -48,31 +48,13 @@ V6_1 = Round(
     audit_accuracy_log_rng_seed=AUDIT_ACCURACY_LOG_RNG_SEED,
     min_duration_ms=MIN_DURATION_MS,
     benchmarks={
-        # ResNet50 is filed as "resnet" (since v5.0); it is an edge-only benchmark since v5.1.
-        "resnet": RoundBenchmark(
-            name="resnet", benchmark="resnet50", loadgen_model="resnet50",
-            edge_scenarios=("SingleStream", "MultiStream", "Offline"),
-            both_scenarios=("SingleStream", "MultiStream", "Offline", "Server"),
-            dataset_size=50_000, performance_sample_count=1024,
-            compliance_tests=("TEST01", "TEST04"), test01_sampling_target=4096,
-            accuracy_metrics=("acc",), accuracy_min={"acc": 76.46 * 0.99}),
+        # ResNet50 ("resnet" since v5.0) is an edge-only benchmark since v5.1, as in v6.0.
+        "resnet": _V60["resnet"],
         **{n: _V60[n] for n in ("bert-99", "bert-99.9", "3d-unet-99", "3d-unet-99.9", "llama3.1-8b",
                                 "llama3.1-8b-edge", "llama2-70b-99.9")},
-        # SDXL has no -99/-99.9 split; in v6.1 it is edge (SingleStream, Offline).
-        "stable-diffusion-xl": RoundBenchmark(
-            name="stable-diffusion-xl", benchmark="sdxl", loadgen_model="stable-diffusion-xl",
-            edge_scenarios=("SingleStream", "Offline"),
-            both_scenarios=("SingleStream", "Offline", "Server"),
-            dataset_size=5000, performance_sample_count=5000,
-            compliance_tests=("TEST01", "TEST04"), test01_sampling_target=128,
-            test04_extra={"Offline": {"min_query_count": 500}},
-            accuracy_delta_perc={"CLIP_SCORE": 1.0, "FID_SCORE": 2.0},
-            accuracy_metrics=("CLIP_SCORE", "FID_SCORE"),
-            accuracy_min={"CLIP_SCORE": 31.68631873, "FID_SCORE": 23.01085758},
-            accuracy_max={"CLIP_SCORE": 31.81331801, "FID_SCORE": 23.95007626},
-            # text_to_image/tools/sample_ids.txt of v6.1 (4b790a61 "Add constants for v6.1"): the
-            # accuracy run saves these images. The checker's REQUIRED_ACC_BENCHMARK has no v6.1 list yet.
-            extra_accuracy_files={"images": ("4475", "3627", "1046", "4937", "3867",
-                                             "1671", "3789", "1206", "4111", "3093")}),
+        # SDXL is edge (SingleStream, Offline) as in v6.0; its accuracy run saves the images of
+        # text_to_image/tools/sample_ids.txt of v6.1 (4b790a61 "Add constants for v6.1"); the checker's
+        # REQUIRED_ACC_BENCHMARK has no v6.1 list yet.
+        "stable-diffusion-xl": sdxl(("4475", "3627", "1046", "4937", "3867", "1671", "3789", "1206", "4111", "3093")),
     },
 )

@@ -35,7 +35,7 @@ def _token_latencies(f: Findings, log: DetailLog, rb: rounds.RoundBenchmark, sce
     if not log.get("requested_use_token_latencies"):
         f.error(log.path, f"{what}: use_token_latencies is off; an LLM result needs per-token latencies")
     sc = scenarios.get(scen)
-    if sc.loadgen_enum != "Server":
+    if not sc.runs_as_server:
         return
     model = scenarios.loadgen_model(rb.loadgen_model, scen)
     for name, key, conf_key in (("TTFT", "result_first_token_99.00_percentile_latency_ns", "ttft_latency"),

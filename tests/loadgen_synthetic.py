@@ -10,7 +10,7 @@ real-format logs without a model. Knobs make the SUT misbehave on purpose:
 - ``corrupt``: QSL indices whose response is different (TEST01 must fail);
 - ``cached``: answer repeats of a sample at once (TEST04 must fail).
 
-Never used by a real run.
+Used by the tests only (test_compliance_verify, test_submission_pipeline).
 """
 from __future__ import annotations
 
@@ -22,8 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-DEFAULT_SEEDS_OK = True
 
 
 def run(out_dir: str | Path, *, mode: str = "PerformanceOnly", scenario: str = "Offline",
@@ -38,9 +36,9 @@ def run(out_dir: str | Path, *, mode: str = "PerformanceOnly", scenario: str = "
                perf_count=perf_count, min_duration_ms=min_duration_ms, min_query_count=min_query_count,
                latency_ms=latency_ms, expected_qps=expected_qps, audit_config=audit_config,
                corrupt=list(corrupt), cached=cached, user_conf_extra=user_conf_extra, metadata=metadata or {})
-    repo = Path(__file__).resolve().parents[3]
+    repo = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-m", "code.common.compliance.synthetic", json.dumps(job)],
+    r = subprocess.run([sys.executable, str(Path(__file__).resolve()), json.dumps(job)],
                        cwd=str(repo), env=env, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError(f"synthetic LoadGen run failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
