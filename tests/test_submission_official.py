@@ -28,10 +28,11 @@ pytestmark = pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_DIR"),
 RUNS = {"v6.1": {"3d-unet": "SingleStream,Offline", "bert": "SingleStream,Offline", "llama3.1-8b": "Offline,Server"},
         "v6.0": {"mixtral-8x7b": "Offline,Server"},
         "v5.1": {"3d-unet": "SingleStream,Offline", "dlrm-v2": "Offline,Server"}}
-# Server at a rate well inside each bound on a shared 2-core CPU (tiny DLRM-v2: ~250-queries/s raw, 60 ms;
+# Server at a rate well inside each bound on a shared 2-core CPU (tiny DLRM-v2: ~250 queries/s raw, 60 ms; its
+# TEST01 run at 50 QPS beside a second worker fell short of early stopping, too many queries over 60 ms;
 # the tiny LLMs: under a third of their Offline samples/s, 54-72 beside a second test worker; at 10 QPS their
 # TTFT p99 was 38-67 ms of 400 and TPOT p99 15-51 ms of 100, and 16 QPS gave Mixtral 37 and 23 ms)
-SERVER_QPS = {"3d-unet": 6, "dlrm-v2": 50, "mixtral-8x7b": 16, "llama3.1-8b": 20}
+SERVER_QPS = {"3d-unet": 6, "dlrm-v2": 30, "mixtral-8x7b": 16, "llama3.1-8b": 20}
 FIXTURES = {"3d-unet": "tiny_unet3d", "dlrm-v2": "tiny_dlrm", "bert": "tiny_bert", "mixtral-8x7b": "tiny_mixtral",
             "llama3.1-8b": "tiny_llama31"}
 NAMES = {"3d-unet": "3d-unet-99", "dlrm-v2": "dlrm-v2-99", "bert": "bert-99", "mixtral-8x7b": "mixtral-8x7b",
