@@ -179,21 +179,24 @@ def run_official(argv: list, cwd: str | Path, env: dict | None = None,
     return r
 
 
-# The tiny builds that write a shared folder of the scratch build under one lock: the LLMs share the tiny
-# tokenizer (models/llm_tokenizer) and the tiny punkt_tab (nltk_data/tiny). Every other benchmark has its own.
-BUILD_LOCKS = {b: "llm" for b in ("gptj", "llama2_70b", "mixtral_8x7b", "llama3_1_8b")}
+def _build_lock(bench: str) -> str:
+    """The lock a tiny build takes: the token-generating benchmarks share the tiny tokenizer
+    (models/llm_tokenizer) and the tiny punkt_tab (nltk_data/tiny), so they take one; every other has its own."""
+    from code.common.benchmarks import resolve
+
+    return "llm" if resolve(bench).generates_tokens else bench
 
 
 def build_tiny(bench: str, env: dict) -> dict:
     """download_model, download_data and preprocess_data of ``bench``'s tiny variant through the CLI, once
-    per scratch folder: the first worker to need it builds it under its lock (BUILD_LOCKS), the others wait
+    per scratch folder: the first worker to need it builds it under its lock (_build_lock), the others wait
     and reuse it; two workers build two benchmarks that share nothing at the same time."""
     from filelock import FileLock
 
     scratch = Path(env["MLPERF_SCRATCH_PATH"])
     scratch.mkdir(parents=True, exist_ok=True)
     done = scratch / f".tiny-{bench}.built"
-    with FileLock(str(scratch / f".tiny-build-{BUILD_LOCKS.get(bench, bench)}.lock")):
+    with FileLock(str(scratch / f".tiny-build-{_build_lock(bench)}.lock")):
         if not done.is_file():
             for action in ("download_model", "download_data", "preprocess_data"):
                 run_main(f"--action={action}", f"--benchmarks={bench}", "--model_variant=tiny", env=env, check=True)
@@ -388,4 +391,3 @@ def tensorrt_accuracy_run(env: dict, base: tuple[str, ...], log_dir: Path) -> di
     assert r.returncode == 0, r.stdout + r.stderr
     [m] = metadata_under(log_dir)
     return m
-

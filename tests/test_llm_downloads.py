@@ -386,6 +386,21 @@ def orca_pickle(path: Path, rows: int = 4, drop: str | None = None) -> bytes:
     return path.read_bytes()
 
 
+def test_check_pickle_names_the_file_by_default(tmp_path):
+    """Without a name, each error of check_pickle names the file (read_dataframe's checks and the row count)."""
+    from code.common.errors import MissingDataError
+    from code.llama2_70b import download as ll
+
+    orca_pickle(tmp_path / "orca.pkl", 3)
+    with pytest.raises(MissingDataError) as e:
+        ll.check_pickle(tmp_path / "orca.pkl", 4)
+    assert e.value.cause == "orca.pkl holds 3 rows, expected 4"
+    orca_pickle(tmp_path / "orca.pkl", 3, drop="output")
+    with pytest.raises(MissingDataError) as e:
+        ll.check_pickle(tmp_path / "orca.pkl", 3)
+    assert e.value.cause.startswith("orca.pkl: no column(s) output")
+
+
 @pytest.fixture()
 def orca(mirror, tmp_path, monkeypatch):
     """The OpenOrca R2 dataset served from the mirror: 4-row dataset, 2-row calibration set."""

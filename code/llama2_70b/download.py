@@ -86,7 +86,8 @@ def _md5_gunzip(src: Path, final: Path, want_md5: str | None, check) -> str:
 def check_pickle(path: Path, rows: int, fix: str = FIX_DATA, name: str | None = None):
     """``path`` unpickles (pandas.read_pickle) to a DataFrame with ``rows`` rows and the columns
     REQUIRED_COLUMNS. Only call it on a file whose md5 was checked: unpickling runs code."""
-    df = read_dataframe(path, fix, REQUIRED_COLUMNS, name or Path(path).name)
+    name = name or Path(path).name
+    df = read_dataframe(path, fix, REQUIRED_COLUMNS, name)
     if len(df) != rows:
         raise MissingDataError(f"{name} holds {len(df)} rows, expected {rows}", fix)
     return df
