@@ -21,7 +21,9 @@ COMMA := ,
 BENCHMARK_LIST := $(subst $(SPACE),$(COMMA),$(strip $(BENCHMARKS)))
 ROUND ?=
 ROUND_ARG := $(if $(strip $(ROUND)),--round=$(strip $(ROUND)))
-VERSION_ARG := $(if $(strip $(ROUND)),--version=$(strip $(ROUND)))
+# the submission tools: SUBMITTER=, DIVISION= and ROUND= become their flags (RUN_ARGS adds others, e.g.
+# --staging_root=...; ARGS= is the older spelling of RUN_ARGS here)
+SUBMISSION_ARGS = --submitter=$(SUBMITTER) $(ROUND_ARG) $(RUN_ARGS) $(ARGS)
 DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
 .PHONY: prebuild venv build info download_model download_data preprocess_data calibrate generate_engines run_harness run \
@@ -101,16 +103,16 @@ run_audit_test06: venv
 	$(MAIN) --action=run_audit_harness --audit_test=TEST06 $(ROUND_ARG) $(RUN_ARGS)
 
 update_results: venv
-	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.stage $(VERSION_ARG) $(ARGS)
+	$(MAIN) --action=update_results --division=$(DIVISION) $(SUBMISSION_ARGS)
 
 truncate_results: venv
-	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.truncate $(ARGS)
+	$(MAIN) --action=truncate_results $(RUN_ARGS) $(ARGS)
 
 export_submission: venv
-	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.export $(VERSION_ARG) $(ARGS)
+	$(MAIN) --action=export_submission --division=$(DIVISION) $(SUBMISSION_ARGS)
 
 check_submission: venv
-	SUBMITTER=$(SUBMITTER) DIVISION=$(DIVISION) $(PY) -m code.common.submission.check $(VERSION_ARG) $(ARGS)
+	$(MAIN) --action=check_submission $(SUBMISSION_ARGS)
 
 # register this machine's GPUs as a known system with config blocks: RUN_ARGS="--system_id=... --based_on=..."
 add_system: venv

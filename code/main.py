@@ -27,7 +27,10 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
                                "make find_performance RUN_ARGS=\"--benchmarks=... --scenarios=...\"")
         cli = {k: v for k, v in cli.items() if k != "test_mode"}
         cli["action"] = action = "find_performance"
-    if action in ("docs", "build", "add_system", "report") or (action == "doctor" and not cli.get("benchmarks")):
+    from code.common.fields import NO_BENCHMARK
+
+    if action in NO_BENCHMARK or (action == "doctor" and not cli.get("benchmarks")):
+        A.check_applicable(cli, reg, action, [], {})
         return cli, []
     names = cli.get("benchmarks") or ()
     if not names:
@@ -71,12 +74,12 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
 
 def check_backend(spec, backend: str) -> None:
     """An LLM benchmark runs on the LLM backends only, and the other benchmarks on the engine ones."""
-    from code.common.backends import LLM_BACKENDS, NAMES
+    from code.common import backends
 
-    ok = LLM_BACKENDS if spec.generates_tokens else tuple(b for b in NAMES if b not in LLM_BACKENDS)
+    ok = backends.for_benchmark(spec.generates_tokens)
     if backend not in ok:
         raise HarnessError(f"--backend={backend} does not run {spec.name} (it runs on: {', '.join(ok)})",
-                           f"use --backend={ok[-1] if spec.generates_tokens else ok[0]}, or drop --backend")
+                           f"use --backend={backends.ranked('cpu', spec.generates_tokens)[0]}, or drop --backend")
 
 
 OVERLOAD_FACTOR = 10      # a CLI rate this many times the system's configured one needs --force
@@ -105,15 +108,10 @@ def check_rate(spec, scenario, system, reg, cli, config_ver, derived, values) ->
 
 
 def default_backend(system, spec=None) -> str:
-    from code.common.backends import LLM_BACKENDS, backend_class
+    from code.common.backends import default_for
 
-    if spec is not None and spec.generates_tokens:
-        if system.accelerator != "gpu":
-            return "transformers"
-        return next((b for b in LLM_BACKENDS if backend_class(b).available()[0]), "transformers")
-    if system.accelerator != "gpu":
-        return "onnxruntime"
-    return "tensorrt" if backend_class("tensorrt").available()[0] else "pytorch"
+    return default_for("gpu" if system.accelerator == "gpu" else "cpu",
+                       spec is not None and spec.generates_tokens)
 
 
 def _sigterm(signum, frame):

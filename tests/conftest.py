@@ -15,6 +15,28 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
+# Two test workers share two cores. OpenMP threads that spin between torch's parallel regions burn the CPU the
+# other worker needs (tests/test_llm_layer.py: 34 s user spinning, 26 s passive, same wall time alone): wait
+# passively, in this process and in every run it starts. Set before anything imports torch.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# A run measured against a latency bound (a submission tree's Server runs) gets the CPU first: as root (CI) it
+# starts at nice -10 and the other runs stay at 0; elsewhere it stays at 0 and every other run the tests start
+# yields at nice 5. Beside the other worker's busy processes a few of 460 Server queries used to wait out
+# DLRM-v2's 60 ms bound, and LoadGen's p99 early stopping forgives none at that count.
+LATENCY_NICE, BACKGROUND_NICE = (-10, 0) if os.geteuid() == 0 else (0, 5)
+
+
+def _priority(latency: bool):
+    n = LATENCY_NICE if latency else BACKGROUND_NICE
+
+    def pre() -> None:
+        try:
+            os.nice(n)
+        except OSError:          # not allowed after all (a container without CAP_SYS_NICE): as it is
+            pass
+    return pre if n else None
+
 
 def offline_samples(n: int) -> tuple[str, ...]:
     """Offline sized by sample count, never by rate: LoadGen's one Offline query carries
@@ -47,12 +69,15 @@ def assert_audit_passed(rec: dict) -> bool:
     return False
 
 
-def run_main(*args: str, env: dict | None = None, check: bool = False, timeout: int = 900) -> subprocess.CompletedProcess:
-    """Run ``python -m code.main`` exactly as a user would; returns the completed process."""
+def run_main(*args: str, env: dict | None = None, check: bool = False, timeout: int = 900,
+             latency: bool = False) -> subprocess.CompletedProcess:
+    """Run ``python -m code.main`` exactly as a user would; returns the completed process. ``latency``: a run
+    whose latency bound must hold on this shared CPU (it gets the CPU first, see _priority)."""
     e = dict(os.environ)
     e.update(env or {})
     e.setdefault("PYTHONUNBUFFERED", "1")
-    r = subprocess.run([PY, "-m", "code.main", *args], cwd=REPO, env=e, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run([PY, "-m", "code.main", *args], cwd=REPO, env=e, capture_output=True, text=True, timeout=timeout,
+                       preexec_fn=_priority(latency))
     if check and r.returncode != 0:
         raise AssertionError(f"code.main {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
     return r

@@ -130,6 +130,17 @@ def _child(job: dict) -> None:
     _write_metadata(out, job, started, time.time())
 
 
+# the machine every synthetic run records (metadata.json "machine", as code.common.systems.facts writes it)
+MACHINE = {"hostname": "synthetic-host",
+           "info": {"gpus": [], "cpu": {"vendor": "AuthenticAMD", "model_name": "AMD EPYC 9654", "cores": 2,
+                                        "sockets": 1, "arch": "x86_64"}, "memory_gb": 24.0, "source": "detected"},
+           "host": {"kernel": "6.1.0", "os": "Debian GNU/Linux 12 (bookworm)", "product": "QEMU Standard PC",
+                    "lscpu": {"Socket(s)": "1", "Core(s) per socket": "2", "L2 cache": "2 MiB", "L3 cache": "32 MiB"},
+                    "storage_bytes": 100e9, "disks": [{"name": "vda", "rotational": "1"}], "nics": [],
+                    "memory_config": ""},
+           "gpus_extra": []}
+
+
 def _write_metadata(out: Path, job: dict, started: float, finished: float) -> None:
     from code.common.compliance.mlperf_log import DetailLog
     from code.common import scenarios
@@ -150,7 +161,7 @@ def _write_metadata(out: Path, job: dict, started: float, finished: float) -> No
         "metric": metric, "metric_value": float(value) if value is not None and job["mode"] == "PerformanceOnly" else None,
         "early_stopping": {"met": log.get("early_stopping_met"), "lines": []},
         "loadgen_errors": log.errors(), "effective": eff,
-        "accuracy": None, "versions": {"python": sys.version.split()[0]},
+        "accuracy": None, "versions": {"python": sys.version.split()[0]}, "machine": MACHINE,
         "started": started, "finished": finished, "wall_seconds": finished - started, "log_dir": str(out),
     }
     if job["mode"] == "AccuracyOnly":

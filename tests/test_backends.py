@@ -308,3 +308,60 @@ def test_tensorrt_engine_cache(tiny, tmp_path, monkeypatch):
     finally:
         eng.close()
         twin.close()
+
+
+# --- the registry: backend facts live on the backend classes ---------------------------------------------
+def test_registry_defaults_and_benchmark_backends_come_from_the_classes(monkeypatch):
+    """What the framework asked by name before (default per system, LLM or engine backends, Ray placement,
+    Q/DQ target, versions, display names) now comes from the classes' facts."""
+    from code.common import backends, calibration
+    from code.common.llm.backends import TransformersBackend, VLLMBackend
+
+    assert backends.for_benchmark(True) == ("transformers", "vllm", "tensorrt_llm")
+    assert backends.for_benchmark(False) == ("onnxruntime", "tensorrt", "pytorch")
+    assert backends.ranked("gpu", True) == ("tensorrt_llm", "vllm", "transformers")
+    assert backends.ranked("cpu", False) == ("onnxruntime", "pytorch")
+    assert backends.default_for("cpu", False) == "onnxruntime" and backends.default_for("cpu", True) == "transformers"
+    # a GPU system without TensorRT, vLLM or TensorRT-LLM: pytorch, and transformers for an LLM
+    monkeypatch.setattr(TensorRTBackend, "available", classmethod(lambda cls: (False, "absent")))
+    monkeypatch.setattr(VLLMBackend, "available", classmethod(lambda cls: (False, "absent")))
+    from code.common.llm.backends import TensorRTLLMBackend
+    monkeypatch.setattr(TensorRTLLMBackend, "available", classmethod(lambda cls: (False, "absent")))
+    assert backends.default_for("gpu", False) == "pytorch" and backends.default_for("gpu", True) == "transformers"
+    monkeypatch.setattr(VLLMBackend, "available", classmethod(lambda cls: (True, "")))
+    assert backends.default_for("gpu", True) == "vllm"
+    assert calibration.target_of("onnxruntime") == "onnxruntime" and calibration.target_of("pytorch") == "tensorrt"
+    v = backends.library_versions()
+    assert {"onnxruntime", "torch", "tensorrt", "transformers", "vllm", "tensorrt_llm"} <= set(v)
+    assert v["onnxruntime"] and v["tensorrt"] is None
+    assert TransformersBackend.display_name() == "Hugging Face Transformers"
+
+
+def test_a_new_backend_is_one_registration_line(monkeypatch):
+    """A backend class with its facts plus one _IMPLS line: it is a choice for the benchmarks it serves, the
+    default where it ranks first, named in system descriptions, and its library's version is recorded and
+    compared between Ray nodes; nothing else in the framework names it."""
+    import types
+
+    from code.common import backends, harness_child, ray_executor
+    from code.common.submission import sysdesc
+
+    mod = types.ModuleType("fake_backend_mod")
+
+    class FakeBackend(OnnxRuntimeBackend):
+        name, short, display, library = "fakert", "FRT", "Fake Runtime", "numpy"
+        preference = {"cpu": -1}
+
+    mod.FakeBackend = FakeBackend
+    monkeypatch.setitem(sys.modules, "fake_backend_mod", mod)
+    monkeypatch.setitem(backends._IMPLS, "fakert", "fake_backend_mod:FakeBackend")
+    assert "fakert" in backends.for_benchmark(False) and "fakert" not in backends.for_benchmark(True)
+    assert backends.default_for("cpu", False) == "fakert" and backends.default_for("cpu", True) == "transformers"
+    assert sysdesc._framework("fakert", {"numpy": "9.9"}) == "Fake Runtime 9.9"
+    assert "numpy" in harness_child.versions() and "numpy" in ray_executor.checked()
+    from code.main import check_backend
+    from code.common.benchmarks import resolve
+
+    check_backend(resolve("resnet50"), "fakert")
+    with pytest.raises(HarnessError, match="does not run llama2_70b"):
+        check_backend(resolve("llama2_70b"), "fakert")

@@ -132,3 +132,19 @@ def test_non_finite_and_runaway_rates_are_refused(harness_env):
     _assert_user_error(r, 2, "samples", "--force")
     assert run_main(*base, "--server_target_qps=100000", "--force", env=harness_env).returncode == 0
     assert run_main(*base, "--server_target_qps=300", env=harness_env).returncode == 0
+
+
+def test_submission_tools_share_the_schema(harness_env):
+    """update_results, truncate_results, export_submission and check_submission are actions of the one entry point:
+    --round as everywhere (the old --version names it), the same strict flag errors, in docs/flags.md."""
+    from code.common import paths
+
+    r = run_main("--action=update_results", "--version=v6.1", env=harness_env)
+    _assert_user_error(r, 2, "--version", "--round=v6.1")
+    _assert_user_error(run_main("--action=export_submission", "--division=opne", env=harness_env), 2, "open")
+    _assert_user_error(run_main("--action=check_submission", "--report_dir=x", env=harness_env), 2,
+                       "--report_dir does not apply to --action=check_submission")
+    _assert_user_error(run_main("--action=truncate_results", "--submiter=x", env=harness_env), 2, "submitter")
+    flags = (paths.REPO_ROOT / "docs" / "flags.md").read_text()
+    for f in ("submitter", "division", "staging_root", "stage_logs", "submission_dir", "tarball"):
+        assert f"| `{f}` |" in flags, f

@@ -31,7 +31,8 @@ def test_make_benchmarks_space_list_and_round():
     r = subprocess.run(["make", "-n", "download_data", "BENCHMARKS=resnet50 sdxl", "ROUND=v5.0",
                         "VENV=/nonexistent-venv"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0 and "--benchmarks=resnet50,sdxl" in r.stdout, r.stdout + r.stderr
-    for target, flag in (("run_harness", "--round=v5.0"), ("check_submission", "--version=v5.0")):
+    for target, flag in (("run_harness", "--round=v5.0"), ("check_submission", "--round=v5.0"),
+                         ("update_results", "--round=v5.0")):
         r = subprocess.run(["make", "-n", target, "ROUND=v5.0", "VENV=/nonexistent-venv"], cwd=REPO,
                            capture_output=True, text=True)
         assert flag in r.stdout, r.stdout

@@ -1,4 +1,4 @@
-"""Tiny benchmarks through staging, truncation, export and the official submission checker: 3D-UNet,
+"""Tiny benchmarks through staging, truncation, export and the official submission checker:
 BERT and Llama3.1-8B in v6.1's layout, Mixtral-8x7B (its last round) in v6.0's, 3D-UNet and DLRM-v2 (its last round) in v5.1's (compliance/ and measurements/
 beside results/, code/; a datacenter-only and an edge benchmark together: system_type datacenter,edge).
 
@@ -25,7 +25,8 @@ pytestmark = pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_DIR"),
 
 # RetinaNet is not here: it needs v6.0's four scenarios, and its tiny Server run at 6-10 QPS was INVALID
 # (p99 102-119 ms over the 100 ms bound) on this shared CPU; export writes only the v6 layouts
-RUNS = {"v6.1": {"3d-unet": "SingleStream,Offline", "bert": "SingleStream,Offline", "llama3.1-8b": "Offline,Server"},
+# 3D-UNet runs in v5.1's tree only (v6.1's layout and its edge system are BERT's)
+RUNS = {"v6.1": {"bert": "SingleStream,Offline", "llama3.1-8b": "Offline,Server"},
         "v6.0": {"mixtral-8x7b": "Offline,Server"},
         "v5.1": {"3d-unet": "SingleStream,Offline", "dlrm-v2": "Offline,Server"}}
 # Server at a rate well inside each bound on a shared 2-core CPU (tiny DLRM-v2: ~250 queries/s raw, 60 ms; its
@@ -33,6 +34,9 @@ RUNS = {"v6.1": {"3d-unet": "SingleStream,Offline", "bert": "SingleStream,Offlin
 # the tiny LLMs: under a third of their Offline samples/s, 54-72 beside a second test worker; at 10 QPS their
 # TTFT p99 was 38-67 ms of 400 and TPOT p99 15-51 ms of 100, and 16 QPS gave Mixtral 37 and 23 ms)
 SERVER_QPS = {"3d-unet": 6, "dlrm-v2": 30, "mixtral-8x7b": 16, "llama3.1-8b": 20}
+# one ORT thread: two intra-op threads wait on each other whenever the other worker holds a core (with a busy
+# 2-thread process beside it the tiny DLRM-v2 Server p99 was 58 ms with two threads, 25-46 ms with one)
+SERVER_EXTRA = {"dlrm-v2": ("--cpu_threads=1",)}
 FIXTURES = {"3d-unet": "tiny_unet3d", "dlrm-v2": "tiny_dlrm", "bert": "tiny_bert", "mixtral-8x7b": "tiny_mixtral",
             "llama3.1-8b": "tiny_llama31"}
 NAMES = {"3d-unet": "3d-unet-99", "dlrm-v2": "dlrm-v2-99", "bert": "bert-99", "mixtral-8x7b": "mixtral-8x7b",
@@ -58,6 +62,27 @@ UNAVOIDABLE = (r"min_duration", r"min_query_count", r"samples?_per_query", r"acc
                r"Some (performance|accuracy|compliance) checks? Checks failed for", r"ERROR\] NoResults ")
 
 
+def bounded_runs(common: tuple, short: tuple, env: dict, audit: str, server: bool, tries: int = 3):
+    """The performance run and the audit of one scenario: (what the performance run printed, the audit's process).
+
+    A Server run's tail is this shared CPU's: beside the other test worker a few queries of 460 can wait out a
+    60 ms bound (tiny DLRM-v2 at 30 QPS: p99 14 ms alone, 25-58 ms beside a busy 2-thread process; once the tiny
+    Mixtral's TTFT/TPOT bounds three times in a row while the other worker calibrated SDXL), and LoadGen's p99
+    early stopping forgives none at that count. The tree must hold VALID runs (the audit is verified against the
+    performance run, and the checker reads the audit's own), so a Server run gets the CPU first (``latency``)
+    and one LoadGen called INVALID, or an audit that failed (exit 4), is run again, up to ``tries`` times;
+    staging picks the latest VALID run."""
+    for _ in range(tries):
+        out = run_main("--action=run_harness", *common, *short, env=env, check=True, latency=server).stdout
+        if not server or not re.search(r"\bINVALID\b", out):
+            break
+    for _ in range(tries):
+        r = run_main("--action=run_audit_harness", f"--audit_test={audit}", *common, *short, env=env, latency=server)
+        if not server or r.returncode != 4:
+            break
+    return out, r
+
+
 @pytest.fixture(scope="module")
 def tree(request, tmp_path_factory) -> dict:
     """The tiny runs of the module's ROUND, staged, truncated and exported (one round per module, so that
@@ -72,16 +97,15 @@ def tree(request, tmp_path_factory) -> dict:
     for bench, scens in RUNS[ROUND].items():
         for scen in scens.split(","):
             common = (f"--benchmarks={bench}", "--model_variant=tiny", f"--round={ROUND}", f"--scenarios={scen}",
-                      *([f"--server_target_qps={SERVER_QPS[bench]}"] if scen == "Server" else []))
+                      *([f"--server_target_qps={SERVER_QPS[bench]}", *SERVER_EXTRA.get(bench, ())]
+                        if scen == "Server" else []))
             run_main("--action=run_harness", *common, "--test_mode=AccuracyOnly", env=env, check=True)
-            stdout[bench, scen] = run_main("--action=run_harness", *common, *SHORT[scen], env=env, check=True).stdout
-            r = run_main("--action=run_audit_harness", f"--audit_test={AUDIT.get(bench, 'TEST01')}", *common,
-                         *SHORT[scen], env=env)
+            stdout[bench, scen], r = bounded_runs(common, SHORT[scen], env, AUDIT.get(bench, "TEST01"), scen == "Server")
             assert r.returncode in (0, 4), r.stdout + r.stderr   # 4: a timed comparison on a shared CPU
             if r.returncode == 4:
                 timed_out.append((bench, scen))
     for mod in ("stage", "truncate", "export"):
-        args = ["-m", f"code.common.submission.{mod}"] + ([f"--version={ROUND}"] if mod != "truncate" else [])
+        args = ["-m", f"code.common.submission.{mod}"] + ([f"--round={ROUND}"] if mod != "truncate" else [])
         import subprocess
         import sys
 

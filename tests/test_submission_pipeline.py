@@ -18,7 +18,6 @@ from code.common import rounds
 from tests import loadgen_synthetic as synthetic
 from code.common.submission import check, export, measurements, stage, truncate
 from code.common.submission.tree import files_under
-from code.common.systems.detect import CPUInfo, SystemInfo
 from tests.conftest import official_root
 
 RND = rounds.V6_1
@@ -27,10 +26,6 @@ SYS = "Synthetic-2c_ORT"
 SCEN = {"Offline": dict(latency_ms=2, expected_qps=1000, min_duration_ms=400),
         "SingleStream": dict(latency_ms=2, min_duration_ms=400, min_query_count=64),
         "MultiStream": dict(latency_ms=0.5, min_duration_ms=400, min_query_count=662)}
-SYSTEM_INFO = SystemInfo(gpus=(), cpu=CPUInfo("AuthenticAMD", "AMD EPYC 9654", 2, 1, "x86_64"), memory_gb=24.0)
-HOST = {"kernel": "6.1.0", "os": "Debian GNU/Linux 12 (bookworm)", "product": "QEMU Standard PC",
-        "lscpu": {"Socket(s)": "1", "Core(s) per socket": "2", "L2 cache": "2 MiB", "L3 cache": "32 MiB"},
-        "storage_bytes": 100e9, "disks": [{"name": "vda", "rotational": "1"}], "nics": [], "memory_config": ""}
 
 
 def _log_dir(build, ts, scen, kind):
@@ -95,8 +90,8 @@ def env(tmp_path_factory):
 
 
 def _stage(**kw):
-    return stage.stage(submitter="OpenHarness", division="closed", system_info=SYSTEM_INFO, host=HOST,
-                       gpus_extra=[], log=lambda *_: None, **kw)
+    """Staging as `make update_results` runs it: the system description from the runs' machine records."""
+    return stage.stage(submitter="OpenHarness", division="closed", log=lambda *_: None, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +101,35 @@ def exported(env):
     truncate.truncate_all(env["root"], log=lambda *_: None)
     final = export.export(submitter="OpenHarness", division="closed", log=lambda *_: None)
     return {"report": report, "staged_files": staged_files, "final": final, **env}
+
+
+def test_submission_staged_on_another_host_is_the_same_tree(exported, tmp_path, monkeypatch):
+    """The system description comes from the runs' records (metadata.json "machine"), never from the machine
+    staging runs on: staged here and on "another host" (a fake H200 system, every probe refusing), the two
+    trees are byte for byte the same, and the description is of the machine that ran."""
+    import importlib
+
+    import code.common.systems as systems_pkg
+    import code.common.systems.facts as facts
+    detect_mod = importlib.import_module("code.common.systems.detect")
+
+    here = tmp_path / "here"
+    _stage(root=here)
+
+    def probe(*_a, **_k):
+        raise AssertionError("staging probed the live machine")
+
+    for mod, name in ((facts, "host_facts"), (facts, "gpu_facts"), (facts, "detect"), (detect_mod, "detect"),
+                      (systems_pkg, "detect")):
+        monkeypatch.setattr(mod, name, probe)
+    monkeypatch.setenv("MLPERF_FAKE_SYSTEM", '{"gpus": [{"name": "NVIDIA H200", "pci_id": "0x233510DE"}]}')
+    there = tmp_path / "there"
+    _stage(root=there)
+    tree = {p.relative_to(here): p.read_bytes() for p in here.rglob("*") if p.is_file()}
+    assert tree == {p.relative_to(there): p.read_bytes() for p in there.rglob("*") if p.is_file()}
+    desc = json.loads((there / "systems" / f"{SYS}.json").read_text())
+    assert desc["host_processor_model_name"] == "AMD EPYC 9654" and desc["operating_system"].startswith("Debian")
+    assert str(desc["accelerators_per_node"]) == "0"
 
 
 def test_submission_stage_chooses_best_runs_and_says_why(exported):
@@ -394,7 +418,7 @@ def test_submission_tools_answer_bad_files_in_one_line(exported, tmp_path, capsy
     text = sj.read_text()
     for bad in (text.replace(",", "", 1), "[1, 2]"):
         sj.write_text(bad)
-        rc = stage.main([f"--root={root}"])
+        rc = stage.main([f"--staging_root={root}"])
         err = capsys.readouterr().err
         assert rc == 2 and err.startswith("error: ") and str(sj) in err and "Traceback" not in err, err
     from code.common.selection import Run, choose

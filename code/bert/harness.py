@@ -9,7 +9,7 @@ import numpy as np
 
 from code.bert import SPEC, dataset, model, squad
 from code.common import paths
-from code.common.backends import EngineSpec, get_backend
+from code.common.backends import EngineSpec, backend_class, get_backend
 from code.common.backends.base import ModelSource, cpu_spin
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
@@ -47,7 +47,7 @@ class BertBenchmark(Benchmark):
         if self.tiny:
             model.build_tiny(self.model_dir, dataset.tiny_vocab())
         else:
-            model.download_real(self.model_dir, with_torch=self.settings.backend == "pytorch")
+            model.download_real(self.model_dir, with_torch=backend_class(self.settings.backend).runs_modules)
 
     def download_data(self) -> None:
         if self.tiny:
@@ -155,7 +155,7 @@ class BertBenchmark(Benchmark):
         backend = get_backend(s.backend)
         src = ModelSource(self.onnx_path, module_factory="code.bert.model:eager_factory", module_dir=self.model_dir,
                           fix=self.fix("download_model"))
-        if s.backend != "tensorrt":
+        if not backend.static_shapes:          # one engine for every length; else one per length bucket
             return {"bert": str(get_or_build(backend, src, self.engine_spec(), system_id=s.system_id,
                                              benchmark="bert", scenario=s.scenario))}
         return {f"bert-s{L}": str(get_or_build(backend, src, self.engine_spec(seq=L), system_id=s.system_id,

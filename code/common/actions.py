@@ -219,7 +219,7 @@ def action_find_performance(cli, settings) -> int:
 
 def action_add_system(cli, settings) -> int:
     """Register the detected GPUs as a system (systems/known/<id>.json) with config blocks for it."""
-    from code.common.systems.add import add_system
+    from code.common.add_system import add_system
 
     return add_system(cli)
 
@@ -229,6 +229,57 @@ def action_doctor(cli, settings) -> int:
     from code.common.doctor import doctor
 
     return doctor(cli, settings)
+
+
+def _given(cli: dict, name: str):
+    """A flag's value: the one given, else the schema's default."""
+    from code.common.benchmarks import registry
+
+    return cli[name] if name in cli else registry().get(name).default
+
+
+def _staging_root(cli):
+    from pathlib import Path
+
+    from code.common.submission.stage import staging_root
+
+    return Path(cli["staging_root"]) if cli.get("staging_root") else staging_root()
+
+
+def action_update_results(cli, settings) -> int:
+    """Stage the best runs of build/logs (or --stage_logs) into the staging root's results/, measurements/,
+    compliance/ and systems/."""
+    from pathlib import Path
+
+    from code.common.submission import stage
+
+    stage.stage(submitter=_given(cli, "submitter"), division=_given(cli, "division"), version=cli.get("round"),
+                log_roots=[Path(p) for p in cli.get("stage_logs") or ()] or None, root=_staging_root(cli))
+    return 0
+
+
+def action_truncate_results(cli, settings) -> int:
+    from code.common.submission.truncate import truncate_all
+
+    return 1 if truncate_all(_staging_root(cli))["errors"] else 0
+
+
+def action_export_submission(cli, settings) -> int:
+    from code.common.submission import export
+
+    export.export(submitter=_given(cli, "submitter"), division=_given(cli, "division"), version=cli.get("round"),
+                  root=_staging_root(cli), tarball=_given(cli, "tarball"))
+    return 0
+
+
+def action_check_submission(cli, settings) -> int:
+    from pathlib import Path
+
+    from code.common import paths
+    from code.common.submission.check import check_submission
+
+    return check_submission(Path(cli.get("submission_dir") or paths.build_dir() / "submission"),
+                            submitter=cli.get("submitter"), version=cli.get("round"))
 
 
 def action_report(cli, settings) -> int:

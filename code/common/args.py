@@ -8,6 +8,10 @@ from code.common.fields import ALL, Field, Registry, parse_list
 from code.common.scenarios import NAMES as SCENARIOS
 
 
+# flags of the former submission-tool parsers that now have one name for every action
+RENAMED = {"version": "round"}
+
+
 def parse_argv(argv: Sequence[str], reg: Registry) -> dict[str, Any]:
     """``--key=value``, ``--key value`` or bare ``--flag`` → {field name: typed value}."""
     out: dict[str, Any] = {}
@@ -24,7 +28,8 @@ def parse_argv(argv: Sequence[str], reg: Registry) -> dict[str, Any]:
         key = key.replace("-", "_")
         f = reg.get(key)
         if f is None or not f.cli:
-            hint = did_you_mean(key, [n for n in reg.names(cli=True)] + [a for x in reg if x.cli for a in x.aliases])
+            hint = f" (the round is --round={val or 'v6.1'} for every action)" if key in RENAMED else \
+                did_you_mean(key, [n for n in reg.names(cli=True)] + [a for x in reg if x.cli for a in x.aliases])
             raise HarnessError(f"unknown flag --{key}{hint}",
                                "run `python -m code.main --help` (or see README) for the flags")
         if not eq:

@@ -274,7 +274,9 @@ def _intact(out: Path, rec: dict, target: str) -> bool:
 
 
 def target_of(backend: str) -> str:
-    return "onnxruntime" if backend == "onnxruntime" else "tensorrt"
+    from code.common.backends import backend_class
+
+    return backend_class(backend).qdq_target
 
 
 def calibrated_model(out: Path, precision: str, target: str, fix: str, force_fix: str) -> tuple[Path, dict]:

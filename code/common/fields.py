@@ -17,7 +17,8 @@ from code.common.errors import did_you_mean
 from code.common.rounds import AUDIT_TESTS, VERSIONS as ROUND_VERSIONS
 
 ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "calibrate", "generate_engines",
-           "run_harness", "run", "run_audit_harness", "find_performance", "docs", "add_system", "doctor", "report")
+           "run_harness", "run", "run_audit_harness", "find_performance", "docs", "add_system", "doctor", "report",
+           "update_results", "truncate_results", "export_submission", "check_submission")
 # FindPeakPerformance is NVIDIA's spelling of find_performance (run_harness hands it over)
 TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun", "FindPeakPerformance")
 CONFIG_VERS = ("default", "high_accuracy", "maxq", "triton")
@@ -159,6 +160,9 @@ RUN = ("run_harness", "run", "run_audit_harness")   # "run": NVIDIA's `make run`
 TUNE = ("find_performance",)
 ENGINE_AND_RUN = ("generate_engines",) + RUN + TUNE
 DATA = ("download_model", "download_data", "preprocess_data")
+# the submission tools: they read staged runs and trees, not benchmarks
+SUBMISSION = ("update_results", "truncate_results", "export_submission", "check_submission")
+NO_BENCHMARK = ("docs", "build", "add_system", "report") + SUBMISSION     # actions that take no --benchmarks
 
 # Scenario scope: a core field that only some scenarios use is listed in their
 # code.common.scenarios entry (Scenario.settings), not here.
@@ -197,6 +201,21 @@ CORE_FIELDS: tuple[Field, ...] = (
           "(build/logs/LATEST).", config=False, actions=("report",), control=True),
     Field("report_dir", parse_str, None, "report: where index.html, summary.json, summary.md and the pictures go "
           "(default build/report; replaced as a whole, never half-written).", config=False, actions=("report",),
+          control=True),
+    Field("submitter", parse_str, "OpenHarness", "The submitting organization (a directory name of the submission "
+          "tree; make ... SUBMITTER=<org>).", config=False,
+          actions=("update_results", "export_submission", "check_submission"), control=True),
+    Field("division", parse_str, "closed", "Submission division (make ... DIVISION=open).", choices=("closed", "open"),
+          config=False, actions=("update_results", "export_submission"), control=True),
+    Field("staging_root", parse_str, None, "Where results/, measurements/, compliance/ and systems/ are staged "
+          "(default: $MLPERF_STAGING_ROOT, else the repository root).", config=False,
+          actions=("update_results", "truncate_results", "export_submission"), control=True),
+    Field("stage_logs", parse_list, (), "update_results: the log folders to choose runs from (default build/logs).",
+          config=False, actions=("update_results",), control=True),
+    Field("submission_dir", parse_str, None, "check_submission: the exported tree to check (default build/submission).",
+          config=False, actions=("check_submission",), control=True),
+    Field("tarball", parse_bool, True, "export_submission: also write build/mlperf_submission_<submitter>.tar.gz "
+          "and its .sha1 (--tarball=false: the tree only).", config=False, actions=("export_submission",),
           control=True),
     Field("docker", parse_bool, False, "doctor: also check docker and the NVIDIA container runtime (for make "
           "prebuild).", flag_value=True, config=False, actions=("doctor",), control=True),

@@ -18,14 +18,16 @@ from pathlib import Path
 
 
 def versions() -> dict:
+    """Python, LoadGen, numpy and every backend's library (None where absent), from package metadata."""
+    from code.common.backends import library_versions
+
     out = {"python": platform.python_version()}
-    for key, dist in (("loadgen", "mlcommons-loadgen"), ("onnxruntime", "onnxruntime"), ("tensorrt", "tensorrt"),
-                      ("torch", "torch"), ("numpy", "numpy")):
+    for key, dist in (("loadgen", "mlcommons-loadgen"), ("numpy", "numpy")):
         try:
             out[key] = im.version(dist)
         except im.PackageNotFoundError:
             out[key] = None
-    return out
+    return {**out, **library_versions()}
 
 
 def main(request_path: str) -> int:
@@ -33,6 +35,9 @@ def main(request_path: str) -> int:
     req = json.loads(Path(request_path).read_text())
     result: dict = {"versions": versions()}
     try:
+        from code.common.systems.facts import machine_record
+
+        result["machine"] = machine_record()      # what staging describes the system from (metadata.json)
         run(req, stage, result)
     except BaseException as e:  # reported as data; the parent turns it into a one-line error
         from code.common.errors import HarnessError, from_os_error

@@ -38,8 +38,15 @@ from typing import Any, Callable, Mapping, Sequence
 from code.common.benchmark import Processor
 from code.common.errors import HarnessError, RunError
 
-# packages whose versions must agree between the head and every actor (the engine and its inputs)
-CHECKED = ("python", "numpy", "onnxruntime", "torch", "tensorrt", "ray")
+
+
+def checked() -> tuple[str, ...]:
+    """Packages whose versions must agree between the head and every actor (the engines and their inputs)."""
+    from code.common.backends import library_versions
+
+    return ("python", "numpy", *library_versions(), "ray")
+
+
 RAY_START = "ray start --head --port=6379 (on the head node), then `ray start --address=<head>:6379` on the others"
 PIN_FIX = "install the same pins on every node: make prebuild there (requirements.txt), from the same checkout"
 SHARED_FIX = ("put build/ and $MLPERF_SCRATCH_PATH on a filesystem every node mounts (same layout), or add "
@@ -382,7 +389,7 @@ class Pool:
         head = versions()
         for a, info in zip(self.actors, infos):
             a["host"], a["pid"], a["gpu_ids"] = info["host"], info["pid"], info["gpu_ids"]
-            diff = [f"{k} {info['versions'].get(k)} (head: {head.get(k)})" for k in CHECKED
+            diff = [f"{k} {info['versions'].get(k)} (head: {head.get(k)})" for k in checked()
                     if info["versions"].get(k) != head.get(k)]
             if diff:
                 raise HarnessError(f"Ray node {a['node']} ({a['host']}) has other package versions than the head: "

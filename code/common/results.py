@@ -44,8 +44,9 @@ def metric_text(m: dict) -> str:
     tok = m.get("tokens")
     if tok and tok.get("tokens_per_second") is not None:      # an LLM: tokens/s, and TTFT/TPOT against their bounds
         out = f"{tok['tokens_per_second']:.2f} tokens/s"
-        if m.get("scenario") == "SingleStream":
-            out = scenarios.get("SingleStream").format_metric(m.get("metric_value")) + f", {out}"
+        sc = scenarios.get(m.get("scenario", "Offline"))
+        if sc.latency_sized:                                 # SingleStream: its latency first
+            out = sc.format_metric(m.get("metric_value")) + f", {out}"
         if tok.get("ttft_p99_ns") is not None:
             def ms(v):
                 return "?" if v is None else f"{v / 1e6:.4g}"

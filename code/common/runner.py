@@ -60,11 +60,10 @@ def system_to_json(system) -> dict:
 
 
 def system_from_json(d: dict):
-    from code.common.systems import CPUInfo, GPUInfo, SystemInfo, SystemMatch
+    from code.common.systems import SystemMatch
+    from code.common.systems.facts import info_of
 
-    info = d["info"]
-    si = SystemInfo(tuple(GPUInfo(**g) for g in info["gpus"]), CPUInfo(**info["cpu"]), info["memory_gb"], info["source"])
-    return SystemMatch(d["system_id"], d["class_id"], si, d["accelerator"], d["arch"])
+    return SystemMatch(d["system_id"], d["class_id"], info_of(d["info"]), d["accelerator"], d["arch"])
 
 
 def timestamp() -> str:
@@ -302,6 +301,7 @@ def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, 
         "engines": child.get("engines", {}),
         "calibration": calibration.of_engines(child.get("engines", {})),
         "versions": child.get("versions", {}),
+        "machine": child.get("machine"),
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "wall_seconds": round(wall, 3),

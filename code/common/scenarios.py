@@ -69,18 +69,25 @@ class Scenario:
     summary_score: str = ""         # regex of the mlperf_log_summary.txt line the official TEST04 check scores
     loadgen_model_suffix: str = ""  # appended to the mlperf.conf model name ("-interactive")
     samples_per_query: str = ""     # the setting holding the samples in one query (MultiStream); "": one
+    categories: tuple[str, ...] = ("datacenter", "edge")   # the submission categories that run it
+    first_token: bool = True        # LoadGen reports each sample's first token (all but Offline's one big query)
 
     def expected_samples(self, ts) -> int:
         """About how many samples a performance run with LoadGen TestSettings ``ts`` issues (progress only):
         the queries min_duration needs at the sizing rate or latency, at least min_query_count."""
         seconds, sized = ts.min_duration_ms / 1000, getattr(ts, self.sizing)
-        queries = seconds * sized if self.unit != "ns" else seconds * 1e9 / max(sized, 1)
+        queries = seconds * 1e9 / max(sized, 1) if self.latency_sized else seconds * sized
         per = getattr(ts, self.samples_per_query) if self.samples_per_query else 1
         return int(max(ts.min_query_count, queries) * per)
 
     @property
     def loadgen_enum(self) -> str:
         return self.loadgen_scenario or self.name
+
+    @property
+    def latency_sized(self) -> bool:
+        """Its headline metric is a latency percentile (SingleStream, MultiStream), not a rate."""
+        return self.unit == "ns"
 
     @property
     def runs_as_server(self) -> bool:
@@ -90,7 +97,7 @@ class Scenario:
     def format_metric(self, value: float | None) -> str:
         if value is None:
             return "-"
-        if self.unit == "ns":
+        if self.latency_sized:
             return f"{value / 1e6:.2f} ms (p{self.percentile})"
         return f"{value:.2f} {self.unit}"
 
@@ -101,7 +108,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              (ConfKey("offline_expected_qps", "target_qps", _g),), sizing="offline_expected_qps", find_probe="offline",
              scales_with_devices=True,
              summary_score="Samples per second",
-             official_bounds=("min_query_count",)),
+             official_bounds=("min_query_count",), first_token=False),
     Scenario("Server", "batcher", "completed_samples_per_second", "result_completed_samples_per_sec", "samples/s",
              False, "result_completed_samples_per_sec",
              ("server_target_qps", "server_target_latency_ns", "server_batch_timeout_ms"),
@@ -109,7 +116,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
               ConfKey("server_target_latency_ns", "target_latency", _ns_to_ms)),
              sizing="server_target_qps", find_probe="server", scales_with_devices=True,
              audit_scaled="server_target_qps", summary_score="Completed samples per second",
-             official_bounds=("target_latency",)),
+             official_bounds=("target_latency",), categories=("datacenter",)),
     # LLMs only (their BenchmarkSpec lists it): Server with the "-interactive" TTFT/TPOT bounds
     Scenario("Interactive", "batcher", "completed_samples_per_second", "result_completed_samples_per_sec",
              "samples/s", False, "result_completed_samples_per_sec",
@@ -118,19 +125,19 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
               ConfKey("server_target_latency_ns", "target_latency", _ns_to_ms)),
              sizing="server_target_qps", find_probe="server", scales_with_devices=True,
              audit_scaled="server_target_qps", summary_score="Completed samples per second", loadgen_scenario="Server",
-             loadgen_model_suffix="-interactive"),
+             loadgen_model_suffix="-interactive", categories=("datacenter",)),
     Scenario("SingleStream", "inline", "90th_percentile_latency_ns", "result_90.00_percentile_latency_ns", "ns", True,
              "early_stopping_latency_ss", ("single_stream_expected_latency_ns",),
              (ConfKey("single_stream_expected_latency_ns", "target_latency", _ns_to_ms),),
              sizing="single_stream_expected_latency_ns", find_probe="latency", percentile=90, audit_short_latency_ns=200_000,
-             summary_score=r".*Early stopping (90th|90\.0th|99\.9th) percentile estimate"),
+             summary_score=r".*Early stopping (90th|90\.0th|99\.9th) percentile estimate", categories=("edge",)),
     Scenario("MultiStream", "inline", "99th_percentile_latency_ns", "result_99.00_percentile_latency_ns", "ns", True,
              "early_stopping_latency_ms", ("multi_stream_expected_latency_ns", "multi_stream_samples_per_query"),
              (ConfKey("multi_stream_expected_latency_ns", "target_latency", _ns_to_ms),
               ConfKey("multi_stream_samples_per_query", "samples_per_query", str, skip=8)),
              sizing="multi_stream_expected_latency_ns", find_probe="latency", percentile=99,
              audit_short_latency_ns=1_600_000, samples_per_query="multi_stream_samples_per_query",
-             summary_score=r".*Early stopping (99th|99\.0th) percentile estimate"),
+             summary_score=r".*Early stopping (99th|99\.0th) percentile estimate", categories=("edge",)),
 )}
 
 NAMES: tuple[str, ...] = tuple(SCENARIOS)
@@ -183,7 +190,7 @@ def conf_lines(scenario: str, model: str, values: dict[str, Any], *, audit_facto
     function, ``code.common.runner.user_conf_text``). ``model`` is the mlperf.conf name (``loadgen_model``)."""
     sc = SCENARIOS[scenario]
     out = []
-    keys = sc.conf_keys + (TOKEN_CONF_KEYS if sc.loadgen_enum == "Server" else ())
+    keys = sc.conf_keys + (TOKEN_CONF_KEYS if sc.runs_as_server else ())
     for ck in keys:
         v = values.get(ck.setting)
         if v is None or v == ck.skip:

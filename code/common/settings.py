@@ -109,11 +109,14 @@ class RunSettings:
     @property
     def edge_twin(self) -> bool:
         """Is this run for the edge twin of a benchmark that has one (llama3.1-8b-edge: another dataset and
-        LoadGen model)? Its ``category`` setting says so; "auto" means edge for SingleStream."""
+        LoadGen model)? Its ``category`` setting says so; "auto" means edge for a scenario only the edge
+        category runs (SingleStream)."""
+        from code.common import scenarios
+
         if not any(f.name == "category" for f in self.spec.fields):
             return False
         c = self.values.get("category")
-        return c == "edge" or (c == "auto" and self.scenario == "SingleStream")
+        return c == "edge" or (c == "auto" and scenarios.get(self.scenario).categories == ("edge",))
 
     @property
     def system_id(self) -> str:

@@ -118,7 +118,7 @@ class Finder:
                  f"{self._fmt(value)} -> {verdict}" + (f" ({note})" if note else ""))
 
     def _fmt(self, v: float) -> str:
-        return f"{v:.4g} QPS" if self.sc.unit != "ns" else f"{v / 1e6:.4g} ms"
+        return f"{v:.4g} QPS" if not self.sc.latency_sized else f"{v / 1e6:.4g} ms"
 
     # --- scenarios -------------------------------------------------------------------------------
     def offline(self) -> dict:
@@ -196,7 +196,7 @@ def table(rows: list[tuple[str, str, Probe]]) -> str:
     for bench, scen, p in rows:
         count[(bench, scen)] = n = count.get((bench, scen), 0) + 1
         sc = scenarios.get(scen)
-        value = f"{p.value / 1e6:.4g} ms" if sc.unit == "ns" else f"{p.value:.4g}"
+        value = f"{p.value / 1e6:.4g} ms" if sc.latency_sized else f"{p.value:.4g}"
         metric = "-" if p.metric is None else sc.format_metric(p.metric)
         out.append((bench, scen, str(n), value, p.verdict, metric, p.note[:80]))
     widths = [max(len(r[i]) for r in out) for i in range(len(out[0]))]

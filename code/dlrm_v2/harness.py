@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from code.common import paths, progress
-from code.common.backends import EngineSpec, get_backend
+from code.common.backends import EngineSpec, backend_class, get_backend
 from code.common.backends.base import ModelSource, cpu_spin
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
@@ -151,7 +151,7 @@ class DLRMBenchmark(Benchmark):
     @property
     def full_model(self) -> bool:
         """The whole model in one torch engine (pytorch); else the dense-part ONNX + torch lookups."""
-        return self.settings.backend == "pytorch"
+        return backend_class(self.settings.backend).runs_modules
 
     def shard_devices(self) -> list[str]:
         """Where the tables go: all the GPUs (row-wise shards), ["cpu"] (host tables on a GPU system), or

@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from code.common import paths, progress
-from code.common.backends import EngineSpec, get_backend
+from code.common.backends import EngineSpec, backend_class, get_backend
 from code.common.backends.base import ModelSource, cpu_spin
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
@@ -56,7 +56,7 @@ class RetinaNetBenchmark(Benchmark):
     @property
     def postprocess(self) -> str:
         p = self.settings.retinanet_postprocess
-        return ("host" if self.settings.backend == "tensorrt" else "model") if p == "auto" else p
+        return ("host" if backend_class(self.settings.backend).static_shapes else "model") if p == "auto" else p
 
     def annotations(self) -> dict:
         return read_annotations(self.annotations_path, self.fix("download_data"))
@@ -66,7 +66,7 @@ class RetinaNetBenchmark(Benchmark):
         if self.tiny:
             model.build_tiny(self.model_dir)
         else:
-            model.download_real(self.model_dir, with_checkpoint=self.settings.backend == "pytorch")
+            model.download_real(self.model_dir, with_checkpoint=backend_class(self.settings.backend).runs_modules)
 
     def download_data(self) -> None:
         if self.tiny:

@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from code.common import paths, progress
-from code.common.backends import EngineSpec, get_backend
+from code.common.backends import EngineSpec, backend_class, get_backend
 from code.common.backends.base import ModelSource, cpu_spin
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
@@ -50,7 +50,7 @@ class UNet3DBenchmark(Benchmark):
         if self.tiny:
             model.build_tiny(self.model_dir)
         else:
-            model.download_real(self.model_dir, with_torch=self.settings.backend == "pytorch")
+            model.download_real(self.model_dir, with_torch=backend_class(self.settings.backend).runs_modules)
 
     def download_data(self) -> None:
         from code.unet3d import download

@@ -73,11 +73,26 @@ class Engine(abc.ABC):
 
 
 class Backend(abc.ABC):
+    """A backend's facts live here; the framework and the benchmarks ask them instead of naming backends."""
+
     name: str          # "onnxruntime" | "tensorrt" | "pytorch"
     short: str         # submission suffix: "ORT" | "TRT" | "PyT"
+    display: str = ""  # the name a system description gives its framework ("ONNX Runtime"); default: name
     engine_suffix: str # ".onnx" | ".plan" | ".pt"
     precisions: tuple[str, ...] = ("fp32",)   # engine precisions this backend builds
     library: str = ""  # the Python package it runs on: available() and versions() ask it by default
+    # --- capabilities (what benchmarks ask) ---
+    serves_tokens: bool = False    # generates tokens (an LLM backend); the others run engines built from ONNX
+    runs_modules: bool = False     # runs eager torch modules from checkpoints (benchmarks fetch the torch weights)
+    static_shapes: bool = False    # engines for fixed input lengths, no data-dependent output shapes (NMS on the host)
+    spans_ray_cluster: bool = False  # its own distributed runtime can place ranks over a Ray cluster's GPUs
+    qdq_target: str = "tensorrt"   # whose Q/DQ conventions a calibrated model for it follows
+    # default rank on a system with this accelerator ("gpu" | "cpu"): lowest available wins; absent: never default
+    preference: Mapping[str, int] = {}
+
+    @classmethod
+    def display_name(cls) -> str:
+        return cls.display or cls.name
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

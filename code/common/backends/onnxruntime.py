@@ -75,6 +75,9 @@ class OnnxRuntimeBackend(Backend):
     engine_suffix = ".onnx"
     library = "onnxruntime"
     precisions = ("fp32", "int8")
+    display = "ONNX Runtime"
+    qdq_target = "onnxruntime"
+    preference = {"cpu": 0}
 
     def build(self, onnx_path: str, engine_path: str, spec: EngineSpec) -> None:
         """Run ORT's full graph optimisation once and save the result as the engine."""

@@ -164,6 +164,9 @@ class PyTorchBackend(Backend):
     engine_suffix = ".pt2"
     precisions = ("fp32", "fp16", "bf16")
     library = "torch"
+    display = "PyTorch"
+    runs_modules = True
+    preference = {"gpu": 1, "cpu": 1}
 
     def prepare(self, source, spec: EngineSpec):
         """Prefer the benchmark's eager module factory (no saved program); else its ONNX."""

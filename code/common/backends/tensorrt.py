@@ -169,6 +169,9 @@ class TensorRTBackend(Backend):
     engine_suffix = ".plan"
     precisions = ("fp32", "fp16", "int8", "fp8")
     library = "tensorrt"
+    display = "TensorRT"
+    static_shapes = True
+    preference = {"gpu": 0}
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

@@ -16,7 +16,6 @@ and tests that need them skip with that reason. They are written against the lib
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import threading
 import time
 from typing import Sequence
@@ -60,6 +59,7 @@ class LLMBackend(Backend):
 
     engine_suffix = ""
     precisions = ("fp32", "fp16", "bf16")
+    serves_tokens = True
 
     def build(self, onnx_path, engine_path, spec):   # pragma: no cover - the engine flow is not used for LLMs
         raise HarnessError(f"--backend={self.name} builds no ONNX engines", "use an LLM benchmark with this backend")
@@ -82,7 +82,8 @@ def _torch_dtype(precision: str):
 
 
 class TransformersBackend(LLMBackend):
-    name, short, library = "transformers", "HF", "transformers"
+    name, short, library, display = "transformers", "HF", "transformers", "Hugging Face Transformers"
+    preference = {"gpu": 2, "cpu": 0}
 
     def processor(self, spec: WorkerSpec) -> GenerationProcessor:
         import torch
@@ -157,7 +158,9 @@ class BeamSearchProcessor(Scheduler):
 
 
 class VLLMBackend(LLMBackend):
-    name, short, library = "vllm", "vLLM", "vllm"
+    name, short, library, display = "vllm", "vLLM", "vllm", "vLLM"
+    spans_ray_cluster = True
+    preference = {"gpu": 1}
 
     def processor(self, spec: WorkerSpec) -> GenerationProcessor:
         return VLLMProcessor(spec)
@@ -264,7 +267,9 @@ class VLLMProcessor(GenerationProcessor):
 
 
 class TensorRTLLMBackend(LLMBackend):
-    name, short, library = "tensorrt_llm", "TRTLLM", "tensorrt_llm"
+    name, short, library, display = "tensorrt_llm", "TRTLLM", "tensorrt_llm", "TensorRT-LLM"
+    spans_ray_cluster = True
+    preference = {"gpu": 0}
 
     def prepare_model(self, model_dir: str, spec: WorkerSpec) -> str:
         """Build (once) and save the TensorRT-LLM engine beside the checkpoint; return the engine folder."""
@@ -376,19 +381,3 @@ def _stopped(r: GenRequest, tokens: list[int]) -> list[int] | None:
 
     cut = cut_at_stop(tokens, r.stop, r.min_new_tokens)
     return cut if ends_with_stop(cut, r.stop) and len(cut) >= r.min_new_tokens else None
-
-
-def available(name: str) -> tuple[bool, str]:
-    from code.common.backends import backend_class
-
-    return backend_class(name).available()
-
-
-def versions() -> dict:
-    out = {}
-    for lib in ("transformers", "vllm", "tensorrt_llm"):
-        try:
-            out[lib] = importlib.import_module(lib).__version__
-        except Exception:  # noqa: BLE001 - not installed
-            out[lib] = None
-    return out

@@ -23,14 +23,12 @@ walks the tree, runs them per directory, and is the CLI.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from code.common.cli import ArgumentParser
-from code.common import paths, rounds
+from code.common import rounds
 from code.common.errors import HarnessError
 from code.common.submission import mlperf_conf
 from code.common.submission.checks import accuracy, compliance, measurements, performance, system
@@ -112,33 +110,33 @@ def run_official_checker(input_root: Path, submitter: str | None, version: str, 
     return r.returncode, keep
 
 
-def main(argv=None) -> int:
-    p = ArgumentParser(prog="python -m code.common.submission.check")
-    p.add_argument("--input", default=str(paths.build_dir() / "submission"))
-    p.add_argument("--submitter", default=os.environ.get("SUBMITTER"))
-    p.add_argument("--version", default=os.environ.get("MLPERF_ROUND"))
-    a = p.parse_args(argv)
-    try:
-        rnd = rounds.current(a.version)
-        f = check(Path(a.input), submitter=a.submitter, version=rnd.version)
-        for line in f.lines():
-            print(line)
-        print(f"[check_submission] ours: {len(f.errors)} errors, {len(f.items) - len(f.errors)} warnings "
-              f"({rnd.version}, {a.input})")
-        rc = 1 if f.errors else 0
-        from code.common.compliance.official import inference_dir
+def check_submission(input_root: Path, *, submitter: str | None, version: str | None) -> int:
+    """``make check_submission``: our pre-flight, then the official checker where MLPERF_INFERENCE_DIR has it;
+    1 if either found an error."""
+    rnd = rounds.current(version)
+    f = check(input_root, submitter=submitter, version=rnd.version)
+    for line in f.lines():
+        print(line)
+    print(f"[check_submission] ours: {len(f.errors)} errors, {len(f.items) - len(f.errors)} warnings "
+          f"({rnd.version}, {input_root})")
+    rc = 1 if f.errors else 0
+    from code.common.compliance.official import inference_dir
 
-        root = inference_dir()
-        if root is not None:
-            orc, lines = run_official_checker(Path(a.input), a.submitter, rnd.version, root)
-            print(f"[check_submission] official submission_checker --version {rnd.version} (exit {orc}):")
-            for line in lines:
-                print(f"  {line}")
-            rc = rc or (1 if orc else 0)
-    except HarnessError as e:
-        print(e.render(), file=sys.stderr)
-        return e.exit_code
+    root = inference_dir()
+    if root is not None:
+        orc, lines = run_official_checker(input_root, submitter, rnd.version, root)
+        print(f"[check_submission] official submission_checker --version {rnd.version} (exit {orc}):")
+        for line in lines:
+            print(f"  {line}")
+        rc = rc or (1 if orc else 0)
     return rc
+
+
+def main(argv=None) -> int:
+    """``python -m code.common.submission.check [flags]``: ``--action=check_submission`` of the main entry point."""
+    from code.main import main as entry
+
+    return entry(["--action=check_submission", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -27,13 +27,11 @@ Run: ``python -m code.common.submission.export [--submitter ORG] [--division clo
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
-from code.common.cli import ArgumentParser, guarded
 from code.common import paths
 from code.common.errors import HarnessError
 from code.common.fileio import read_json, staged_dir, staged_path, write_text
@@ -193,15 +191,10 @@ def pack(export_dir: Path, submitter: str, log=print) -> Path:
 
 
 def main(argv=None) -> int:
-    p = ArgumentParser(prog="python -m code.common.submission.export")
-    p.add_argument("--submitter", default=os.environ.get("SUBMITTER", "OpenHarness"))
-    p.add_argument("--division", default=os.environ.get("DIVISION", "closed"))
-    p.add_argument("--version", default=os.environ.get("MLPERF_ROUND"))
-    p.add_argument("--root", help="staging root (default: repository root or $MLPERF_STAGING_ROOT)")
-    p.add_argument("--no-tarball", action="store_true")
-    a = p.parse_args(argv)
-    return guarded(export, submitter=a.submitter, division=a.division, version=a.version,
-                   root=Path(a.root) if a.root else None, tarball=not a.no_tarball)
+    """``python -m code.common.submission.export [flags]``: ``--action=export_submission`` of the main entry point."""
+    from code.main import main as entry
+
+    return entry(["--action=export_submission", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from code.common.cli import ArgumentParser, guarded
 from code.common import paths
 from code.common.compliance.audit import verify_audit_dir
 from code.common.errors import HarnessError
@@ -239,21 +238,35 @@ def _system_desc(system, perf_runs, rnd, staged, root, submitter, division, syst
         for k, v in (r.meta.get("versions") or {}).items():
             if v:
                 software[k] = str(v)
+    record = _machine_record(system, perf_runs) if None in (system_info, host, gpus_extra) else {}
     if system_info is None:
-        from code.common.systems import detect
+        from code.common.systems.facts import info_of
 
-        system_info = detect()
+        system_info = info_of(record["info"])
     existing_path = root / "systems" / f"{system}.json"
     existing = read_json(existing_path, f"fix {existing_path} (or delete it to start again from the detected "
                          "values)") if existing_path.is_file() else None
     detected = sysdesc.describe(
         division=division, submitter=submitter, system_type=sysdesc.system_type_for(benches, scen_by_bench),
-        system_info=system_info, host=host if host is not None else sysdesc.host_facts(),
-        gpus_extra=gpus_extra if gpus_extra is not None else sysdesc.gpu_facts(), software=software,
+        system_info=system_info, host=host if host is not None else record.get("host") or {},
+        gpus_extra=gpus_extra if gpus_extra is not None else record.get("gpus_extra") or [], software=software,
         backends={str(r.meta.get("backend")) for r in perf_runs if r.meta.get("backend")},
         harness_version=_harness_version(),
         nodes=max([int((r.meta.get("executor") or {}).get("node_count") or 1) for r in perf_runs] or [1]))
     return sysdesc.merge(detected, existing, division=division, submitter=submitter)
+
+
+def _machine_record(system: str, perf_runs) -> dict:
+    """The machine the system's newest performance run recorded (metadata.json "machine"): the description
+    is of the machine that ran, wherever staging runs."""
+    recs = [r for r in perf_runs if (r.meta.get("machine") or {}).get("info")]
+    if not recs:
+        raise HarnessError(f"no staged performance run of {system} records the machine it ran on (metadata.json "
+                           f"\"machine\"; runs made before this harness version lack it): "
+                           f"{', '.join(str(r.dir) for r in perf_runs)}",
+                           "run the performance runs again with this version (make run_harness RUN_ARGS=\"...\"), "
+                           "then stage")
+    return max(recs, key=lambda r: r.when).meta["machine"]
 
 
 def _harness_version() -> str:
@@ -284,15 +297,10 @@ def _print_report(report: dict, log) -> None:
 
 
 def main(argv=None) -> int:
-    p = ArgumentParser(prog="python -m code.common.submission.stage", description=__doc__.split("\n")[0])
-    p.add_argument("--submitter", default=os.environ.get("SUBMITTER", "OpenHarness"))
-    p.add_argument("--division", default=os.environ.get("DIVISION", "closed"))
-    p.add_argument("--version", default=os.environ.get("MLPERF_ROUND"), help="round, e.g. v6.1 (default: from LoadGen)")
-    p.add_argument("--logs", action="append", help="log root(s) to scan (default build/logs)")
-    p.add_argument("--root", help="staging root (default: repository root or $MLPERF_STAGING_ROOT)")
-    a = p.parse_args(argv)
-    return guarded(stage, submitter=a.submitter, division=a.division, version=a.version, log_roots=a.logs,
-                   root=Path(a.root) if a.root else None)
+    """``python -m code.common.submission.stage [flags]``: ``--action=update_results`` of the main entry point."""
+    from code.main import main as entry
+
+    return entry(["--action=update_results", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -1,23 +1,18 @@
 """systems/<system_name>.json: the system description the submission checker requires.
 
-Filled from detection where possible: the harness's ``code.common.systems.detect()`` (GPUs, CPU,
-memory), ``lscpu -J``, /etc/os-release, /sys (DMI product name, disks, NICs), nvidia-ml-py (PCIe
-link, clocks, NVLink) and the software versions recorded in the staged runs' metadata. Values that
+Filled from what the runs recorded where possible: the harness's ``code.common.systems.detect()`` (GPUs,
+CPU, memory), ``lscpu -J``, /etc/os-release, /sys (DMI product name, disks, NICs), nvidia-ml-py (PCIe
+link, clocks, NVLink) and the software versions, all in the staged runs' metadata. Values that
 cannot be detected are written as ``"TO FILL: <hint>"``; the staging command lists them and the
 pre-flight check fails until they are replaced. A value already in an existing file (one the
 submitter edited) is kept, so filling a field once is enough.
 
-``host_facts()`` and ``gpu_facts()`` are the only functions that touch the machine; tests pass
-their own dicts instead.
+Nothing here touches the machine: the facts come from the runs' records (metadata.json "machine", written
+by ``code.common.systems.facts.machine_record`` in the process that ran), so staging on another host
+describes the system that ran.
 """
 from __future__ import annotations
 
-import json
-import platform
-import re
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 TO_FILL = "TO FILL: "
@@ -48,7 +43,6 @@ _GPU_MEMORY = (("H200", "HBM3e"), ("B200", "HBM3e"), ("GB200", "HBM3e"), ("GH200
                ("H100 PCIe", "HBM2e"), ("H100", "HBM3"), ("A100", "HBM2e"), ("L40S", "GDDR6"),
                ("L40", "GDDR6"), ("L4", "GDDR6"), ("A10", "GDDR6"), ("T4", "GDDR6"))
 
-_FRAMEWORK = {"onnxruntime": "ONNX Runtime", "tensorrt": "TensorRT", "pytorch": "PyTorch"}
 
 
 def is_placeholder(v: Any) -> bool:
@@ -58,112 +52,6 @@ def is_placeholder(v: Any) -> bool:
 def is_empty(v: Any) -> bool:
     """What the checker calls empty (falsy), plus whitespace-only strings."""
     return (not v) or (isinstance(v, str) and not v.strip())
-
-
-# --- probes (the only code that reads the machine) ------------------------------------------------
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return ""
-
-
-def host_facts() -> dict[str, Any]:
-    facts: dict[str, Any] = {"kernel": platform.release()}
-    try:
-        r = subprocess.run(["lscpu", "-J"], capture_output=True, text=True, timeout=20)
-        if r.returncode == 0:
-            facts["lscpu"] = {e["field"].rstrip(":"): e["data"] for e in json.loads(r.stdout).get("lscpu", [])}
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        pass
-    for line in _read("/etc/os-release").splitlines():
-        if line.startswith("PRETTY_NAME="):
-            facts["os"] = line.split("=", 1)[1].strip().strip('"')
-    vendor, product = _read("/sys/class/dmi/id/sys_vendor"), _read("/sys/class/dmi/id/product_name")
-    facts["product"] = " ".join(x for x in (vendor, product) if x and x.lower() not in ("none", "to be filled by o.e.m."))
-    try:
-        facts["storage_bytes"] = shutil.disk_usage(Path(__file__).resolve().parents[3]).total
-    except OSError:
-        pass
-    disks = []
-    for dev in sorted(Path("/sys/block").glob("*")) if Path("/sys/block").exists() else []:
-        if dev.name.startswith(("loop", "ram", "zram", "dm-", "md", "sr")):
-            continue
-        disks.append({"name": dev.name, "rotational": _read(str(dev / "queue/rotational"))})
-    facts["disks"] = disks
-    nics = []
-    for nic in sorted(Path("/sys/class/net").glob("*")) if Path("/sys/class/net").exists() else []:
-        if nic.name == "lo" or not (nic / "device").exists():
-            continue
-        nics.append({"name": nic.name, "speed_mbit": _read(str(nic / "speed"))})
-    facts["nics"] = nics
-    facts["memory_config"] = _dmidecode_memory()
-    return facts
-
-
-def _dmidecode_memory() -> str:
-    exe = shutil.which("dmidecode")
-    if not exe:
-        return ""
-    try:
-        r = subprocess.run([exe, "-t", "memory"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    if r.returncode != 0:
-        return ""
-    sizes, kinds, speeds = [], set(), set()
-    for block in r.stdout.split("Memory Device")[1:]:
-        size = re.search(r"^\s*Size:\s*(\d+)\s*(GB|MB)", block, re.M)
-        if not size:
-            continue
-        sizes.append(f"{size.group(1)} {size.group(2)}")
-        if (m := re.search(r"^\s*Type:\s*(\S+)", block, re.M)):
-            kinds.add(m.group(1))
-        if (m := re.search(r"^\s*Speed:\s*(\d+ MT/s)", block, re.M)):
-            speeds.add(m.group(1))
-    if not sizes:
-        return ""
-    common = max(set(sizes), key=sizes.count)
-    return " ".join([f"{sizes.count(common)}x {common}", *sorted(kinds), *sorted(speeds)])
-
-
-def gpu_facts() -> list[dict[str, Any]]:
-    """Per visible GPU: PCIe link, max SM clock, NVLink use (empty list without NVML)."""
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no NVML: nothing to add
-        return []
-    out = []
-    try:
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            f: dict[str, Any] = {}
-            for key, fn in (("pcie_gen", pynvml.nvmlDeviceGetMaxPcieLinkGeneration),
-                            ("pcie_width", pynvml.nvmlDeviceGetMaxPcieLinkWidth)):
-                try:
-                    f[key] = int(fn(h))
-                except Exception:  # noqa: BLE001
-                    pass
-            try:
-                f["max_sm_mhz"] = int(pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM))
-            except Exception:  # noqa: BLE001
-                pass
-            links = 0
-            for link in range(18):
-                try:
-                    links += int(pynvml.nvmlDeviceGetNvLinkState(h, link) == pynvml.NVML_FEATURE_ENABLED)
-                except Exception:  # noqa: BLE001
-                    break
-            f["nvlinks"] = links
-            out.append(f)
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
-    return out
 
 
 # --- the description --------------------------------------------------------------------------------
@@ -273,14 +161,18 @@ def _interconnect(gpus, extra) -> str:
 
 
 def _framework(backend: str, software: dict[str, str]) -> str:
-    name = _FRAMEWORK.get(backend, backend)
-    v = software.get(backend) or software.get({"pytorch": "torch"}.get(backend, backend))
-    return f"{name} {v}" if v else name
+    from code.common.backends import backend_class
+
+    cls = backend_class(backend)
+    v = software.get(cls.library)
+    return f"{cls.display_name()} {v}" if v else cls.display_name()
 
 
 def _software(software: dict[str, str], gpus) -> str:
-    names = {"python": "Python", "loadgen": "MLPerf LoadGen", "torch": "PyTorch", "onnxruntime": "ONNX Runtime",
-             "tensorrt": "TensorRT", "cuda": "CUDA"}
+    from code.common.backends import backend_class, names as backend_names
+
+    names = {"python": "Python", "loadgen": "MLPerf LoadGen", "cuda": "CUDA",
+             **{backend_class(b).library: backend_class(b).display_name() for b in backend_names()}}
     parts = [f"{names.get(k, k)} {v}" for k, v in sorted(software.items()) if v]
     drivers = sorted({g.driver for g in gpus if getattr(g, "driver", "")})
     if drivers:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from code.common.cli import ArgumentParser, guarded
 from code.common import paths
 from code.common.errors import HarnessError
 from code.common.fileio import sha256_file, staged_path
@@ -91,12 +90,10 @@ def truncate_all(root: Path, log=print) -> dict:
 
 
 def main(argv=None) -> int:
-    from code.common.submission.stage import staging_root
+    """``python -m code.common.submission.truncate [flags]``: ``--action=truncate_results`` of the main entry point."""
+    from code.main import main as entry
 
-    p = ArgumentParser(prog="python -m code.common.submission.truncate")
-    p.add_argument("--root", help="staging root (default: repository root or $MLPERF_STAGING_ROOT)")
-    a = p.parse_args(argv)
-    return guarded(lambda: 1 if truncate_all(Path(a.root) if a.root else staging_root())["errors"] else 0)
+    return entry(["--action=truncate_results", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

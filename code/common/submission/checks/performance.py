@@ -40,7 +40,7 @@ def _token_latencies(f: Findings, log: DetailLog, rb: rounds.RoundBenchmark, sce
     model = scenarios.loadgen_model(rb.loadgen_model, scen)
     for name, key, conf_key in (("TTFT", "result_first_token_99.00_percentile_latency_ns", "ttft_latency"),
                                 ("TPOT", "result_time_per_output_token_99.00_percentile_ns", "tpot_latency")):
-        bound, v = mlperf_conf.lookup(conf, model, "Server", conf_key), log.get(key)
+        bound, v = mlperf_conf.lookup(conf, model, sc.loadgen_enum, conf_key), log.get(key)
         if bound and v is not None and float(v) >= float(bound) * 1e6:
             f.error(log.path, f"{what} {scen} p99 {name} {float(v) / 1e6:.1f} ms is not under the official "
                               f"{float(bound):g} ms")

@@ -177,12 +177,13 @@ def _description_stub(new_id: str, count: int, force: bool, log) -> int:
     fields to fill in left as placeholders (make update_results merges it; see systems/README.md)."""
     from code.common.submission import sysdesc
     from code.common.systems import detect
+    from code.common.systems.facts import gpu_facts, host_facts
 
     path = paths.systems_dir() / f"{new_id}x{count}_TRT.json"
     if path.exists() and not force:
         return 0
     desc = sysdesc.describe(division="closed", submitter="OpenHarness", system_type="datacenter", system_info=detect(),
-                            host=sysdesc.host_facts(), gpus_extra=sysdesc.gpu_facts(), software={},
+                            host=host_facts(), gpus_extra=gpu_facts(), software={},
                             backends={"tensorrt"}, harness_version="")
     write_json(path, desc)
     log(f"[add_system] wrote {path} (fill in: {', '.join(sysdesc.to_fill(desc)) or 'nothing'})")
