@@ -153,15 +153,38 @@ def official_root(*parts: str) -> Path:
     return p
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and of the children it has waited for (the runs it started)."""
+    import resource
+
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+_CPU_MARK = [_cpu_seconds()]           # this process's CPU when the last test phase ended
+CPU_BY_FILE: dict[str, float] = {}     # test file -> CPU seconds its phases used (summed on the controller)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Marks the report of a test that reached the official tree through official_root (in this test or in a
-    fixture it set up first), so that the summary can count them across xdist workers."""
+    fixture it set up first), so that the summary can count them across xdist workers; and carries the CPU the
+    phase used (this worker and the runs it waited for) to the summary's CPU table."""
     outcome = yield
     rep = outcome.get_result()
+    now = _cpu_seconds()
+    rep.user_properties.append(("cpu_s", round(now - _CPU_MARK[0], 3)))
+    _CPU_MARK[0] = now
     helpers = sys.modules.get("tests.conftest")      # the module the tests import official_root from
     if rep.when == "call" and helpers is not None and item.nodeid in helpers.OFFICIAL_USED:
         rep.user_properties.append(("official_tools", True))
+
+
+def pytest_runtest_logreport(report):
+    for k, v in report.user_properties:
+        if k == "cpu_s":
+            f = report.nodeid.split("::")[0]
+            CPU_BY_FILE[f] = CPU_BY_FILE.get(f, 0.0) + v
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -180,6 +203,12 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(f"official MLCommons tools (MLPERF_INFERENCE_DIR="
                                 f"{os.environ.get('MLPERF_INFERENCE_DIR') or 'unset'}): {len(ran)} tests ran them, "
                                 f"{len(skipped)} skipped without them")
+    if CPU_BY_FILE:          # where `make test`'s CPU goes (the suite is CPU-bound on two cores)
+        top = sorted(CPU_BY_FILE.items(), key=lambda kv: -kv[1])
+        terminalreporter.write_sep("-", f"CPU by test file: {sum(CPU_BY_FILE.values()) / 60:.1f} min in all "
+                                        "(user + sys of the workers and the runs they waited for)")
+        for f, s in top[:25]:
+            terminalreporter.write_line(f"CPU {s:8.1f} s  {f}")
 
 
 def official_env(**extra: str | None) -> dict:
