@@ -28,7 +28,7 @@ def parse_argv(argv: Sequence[str], reg: Registry) -> dict[str, Any]:
         key = key.replace("-", "_")
         f = reg.get(key)
         if f is None or not f.cli:
-            hint = f" (the round is --round={val or 'v6.1'} for every action)" if key in RENAMED else \
+            hint = f" (it is --{RENAMED[key]}{'=' + val if val else ''} for every action)" if key in RENAMED else \
                 did_you_mean(key, [n for n in reg.names(cli=True)] + [a for x in reg if x.cli for a in x.aliases])
             raise HarnessError(f"unknown flag --{key}{hint}",
                                "run `python -m code.main --help` (or see README) for the flags")

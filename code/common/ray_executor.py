@@ -39,7 +39,6 @@ from code.common.benchmark import Processor
 from code.common.errors import HarnessError, RunError
 
 
-
 def checked() -> tuple[str, ...]:
     """Packages whose versions must agree between the head and every actor (the engines and their inputs)."""
     from code.common.backends import library_versions
@@ -386,10 +385,10 @@ class Pool:
                                f"({self.cluster['node_count']} node(s), none with a GPU, ray_cpu_actors=0)",
                                "set --ray_cpu_actors=1 (or more) for CPU nodes, or add GPU nodes to the cluster")
         infos = self._all(lambda a: a.node.remote(), "starting", timeout=300)
-        head = versions()
+        head, keys = versions(), checked()
         for a, info in zip(self.actors, infos):
             a["host"], a["pid"], a["gpu_ids"] = info["host"], info["pid"], info["gpu_ids"]
-            diff = [f"{k} {info['versions'].get(k)} (head: {head.get(k)})" for k in checked()
+            diff = [f"{k} {info['versions'].get(k)} (head: {head.get(k)})" for k in keys
                     if info["versions"].get(k) != head.get(k)]
             if diff:
                 raise HarnessError(f"Ray node {a['node']} ({a['host']}) has other package versions than the head: "

@@ -415,7 +415,6 @@ class LLMBenchmark(Benchmark):
         """llm_distributed_backend as the engine gets it; ray needs executor=ray, an engine that spans
         nodes (vllm, tensorrt_llm) and a cluster with the GPUs tensor x pipeline parallel asks for."""
         from code.common import backends, ray_executor
-        from code.common.backends import backend_class
 
         s = self.settings
         dist = s.values.get("llm_distributed_backend") or "auto"
@@ -424,8 +423,8 @@ class LLMBenchmark(Benchmark):
         if s.values.get("executor") != "ray":
             raise HarnessError("llm_distributed_backend=ray spans the GPUs of a Ray cluster, but executor is "
                                f"{s.values.get('executor')}", "add --executor=ray --ray_address=<head>:6379")
-        if not backend_class(s.backend).spans_ray_cluster:
-            able = [n for n in backends.for_benchmark(True) if backend_class(n).spans_ray_cluster]
+        if not backends.backend_class(s.backend).spans_ray_cluster:
+            able = [n for n in backends.for_benchmark(True) if backends.backend_class(n).spans_ray_cluster]
             raise HarnessError(f"llm_distributed_backend=ray needs {' or '.join(able)}; --backend={s.backend} runs "
                                "one process", f"use --backend={able[0]}, or drop llm_distributed_backend")
         have = ray_executor.cluster_gpus()

@@ -16,7 +16,7 @@ Checked for every results/<system>/<benchmark>/<scenario>:
   system_type consistent with the benchmarks, all required scenarios present.
 
 With $MLPERF_INFERENCE_DIR set, the official submission_checker of the round is run too and its
-summary shown. Run: ``python -m code.common.submission.check [--input build/submission]``.
+summary shown. Run: ``make check_submission`` (``python -m code.main --action=check_submission [--submission_dir=build/submission]``).
 
 The checks themselves are in ``code.common.submission.checks`` (one module per concern); this module
 walks the tree, runs them per directory, and is the CLI.
@@ -133,10 +133,9 @@ def check_submission(input_root: Path, *, submitter: str | None, version: str | 
 
 
 def main(argv=None) -> int:
-    """``python -m code.common.submission.check [flags]``: ``--action=check_submission`` of the main entry point."""
-    from code.main import main as entry
+    from code.main import action_main
 
-    return entry(["--action=check_submission", *(sys.argv[1:] if argv is None else argv)])
+    return action_main("check_submission", argv)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ v6.x layout (what ``submission_checker --version v6.1`` reads):
     src/                      this harness's source (git-tracked and untracked-not-ignored files)
     documentation/            README.md, calibration.md
 
-v5.x layout (``--version v5.0/v5.1``: the checker's ``MEASUREMENTS_PATH``, ``TEST0x_*_PATH`` and
+v5.x layout (``--round=v5.0|v5.1``: the checker's ``MEASUREMENTS_PATH``, ``TEST0x_*_PATH`` and
 ``SRC_PATH`` for those rounds): the audits and measurements sit in their own trees beside results/,
 and the source is code/:
 
@@ -22,7 +22,7 @@ Only the official files are exported (our metadata.json / verification.json stay
 tree). Accuracy logs must already be truncated (``make truncate_results``). The export is built
 beside the old one and swapped in whole.
 
-Run: ``python -m code.common.submission.export [--submitter ORG] [--division closed]``.
+Run: ``make export_submission`` (``python -m code.main --action=export_submission [--submitter=ORG] [--division=closed]``).
 """
 from __future__ import annotations
 
@@ -191,10 +191,9 @@ def pack(export_dir: Path, submitter: str, log=print) -> Path:
 
 
 def main(argv=None) -> int:
-    """``python -m code.common.submission.export [flags]``: ``--action=export_submission`` of the main entry point."""
-    from code.main import main as entry
+    from code.main import action_main
 
-    return entry(["--action=export_submission", *(sys.argv[1:] if argv is None else argv)])
+    return action_main("export_submission", argv)
 
 
 if __name__ == "__main__":

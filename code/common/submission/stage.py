@@ -297,10 +297,9 @@ def _print_report(report: dict, log) -> None:
 
 
 def main(argv=None) -> int:
-    """``python -m code.common.submission.stage [flags]``: ``--action=update_results`` of the main entry point."""
-    from code.main import main as entry
+    from code.main import action_main
 
-    return entry(["--action=update_results", *(sys.argv[1:] if argv is None else argv)])
+    return action_main("update_results", argv)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ holds a hash and that is under 10 KiB is skipped.
 The full log is kept first under build/full_accuracy_logs/<same relative path>; every write
 replaces the file (never edits in place), so hard-linked run logs under build/logs stay intact.
 
-Run: ``python -m code.common.submission.truncate [--root DIR]``.
+Run: ``make truncate_results`` (``python -m code.main --action=truncate_results [--staging_root=DIR]``).
 """
 from __future__ import annotations
 
@@ -90,10 +90,9 @@ def truncate_all(root: Path, log=print) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m code.common.submission.truncate [flags]``: ``--action=truncate_results`` of the main entry point."""
-    from code.main import main as entry
+    from code.main import action_main
 
-    return entry(["--action=truncate_results", *(sys.argv[1:] if argv is None else argv)])
+    return action_main("truncate_results", argv)
 
 
 if __name__ == "__main__":
