@@ -133,11 +133,6 @@ def main(argv: list[str] | None = None) -> int:
                    interrupted="interrupted: the run was stopped and its partial logs removed")
 
 
-def action_main(action: str, argv: list[str] | None = None) -> int:
-    """``python -m <a tool's module> [flags]``: ``--action=<action>`` of this entry point (the submission tools)."""
-    return main([f"--action={action}", *(sys.argv[1:] if argv is None else argv)])
-
-
 def _plan_and_dispatch(argv: list[str]) -> int:
     from code.common import actions
 

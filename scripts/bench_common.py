@@ -43,7 +43,7 @@ def offline_settings(bench: str, extra: list[str], tiny: bool, scenario: str = "
 def harness_run(settings, log_dir: Path, mode: str = "PerformanceOnly") -> dict:
     """One LoadGen run of ``settings`` through the runner (engines built or reused first); its metadata."""
     from code.common.benchmarks import implementation
-    from code.common.runner import run_one
+    from code.common.harness.runner import run_one
     from code.common.settings import RunControl
 
     engines = implementation(settings.spec)(settings).generate_engines()

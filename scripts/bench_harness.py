@@ -98,7 +98,7 @@ def raw_loop(settings, seconds: float) -> tuple[float, float]:
 
 
 def harness(settings, mode_dir: Path, null: bool = False) -> dict:
-    from code.common.runner import run_one
+    from code.common.harness.runner import run_one
     from code.common.settings import RunControl
     from code.resnet50.harness import ResNet50Benchmark
 

@@ -86,7 +86,7 @@ def main() -> None:
     prepare(env)
 
     os.environ.update(env)                  # the null run goes in process (RunControl.null_processor is no flag)
-    from code.common.runner import run_one
+    from code.common.harness.runner import run_one
     from code.common.settings import RunControl
     from code.main import plan
 

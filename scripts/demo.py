@@ -63,7 +63,8 @@ def main() -> int:
     a = ap.parse_args()
     t0 = time.time()
     sys.path.insert(0, str(REPO))
-    from code.common import paths, runner
+    from code.common import paths
+    from code.common.harness import runner
 
     logs = paths.logs_dir() / f"demo-{runner.timestamp()}"
     for key, names in groups(a.benchmarks, llm=False, scenarios=a.scenarios).items():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from code.common.results import find_metadata, latest_logs, table  # noqa: E402
+from code.common.results.records import find_metadata, latest_logs, table  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -44,14 +44,14 @@ def rss_mb(pid: int) -> float | None:
 
 
 def child_of(pid: int) -> int | None:
-    """The harness child (python -m code.common.harness_child) under ``pid``."""
+    """The harness child (python -m code.common.harness.child) under ``pid``."""
     try:
         kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
         return None
     for k in kids:
         try:
-            if "harness_child" in Path(f"/proc/{k}/cmdline").read_text():
+            if "code.common.harness.child" in Path(f"/proc/{k}/cmdline").read_text():
                 return int(k)
         except OSError:
             continue

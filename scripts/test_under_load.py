@@ -27,7 +27,7 @@ SPIN = "import signal, sys\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(0)
 
 def start_load(n: int) -> list[subprocess.Popen]:
     """Busy processes that die with this script (a parent-death signal), even if it is killed."""
-    from code.common.runner import death_signal_hook
+    from code.common.harness.runner import death_signal_hook
 
     if n <= 0:
         return []

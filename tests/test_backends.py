@@ -343,7 +343,9 @@ def test_a_new_backend_is_one_registration_line(monkeypatch):
     compared between Ray nodes; nothing else in the framework names it."""
     import types
 
-    from code.common import backends, harness_child, ray_executor
+    from code.common import backends
+    from code.common.harness import ray_executor
+    from code.common.systems.facts import software_versions
     from code.common.submission import sysdesc
 
     mod = types.ModuleType("fake_backend_mod")
@@ -358,7 +360,7 @@ def test_a_new_backend_is_one_registration_line(monkeypatch):
     assert "fakert" in backends.for_benchmark(False) and "fakert" not in backends.for_benchmark(True)
     assert backends.default_for("cpu", False) == "fakert" and backends.default_for("cpu", True) == "transformers"
     assert sysdesc._framework("fakert", {"numpy": "9.9"}) == "Fake Runtime 9.9"
-    assert "numpy" in harness_child.versions() and "numpy" in ray_executor.checked()
+    assert "numpy" in software_versions() and "numpy" in ray_executor.checked()
     from code.main import check_backend
     from code.common.benchmarks import resolve
 

@@ -78,7 +78,7 @@ def test_bert_seqlen_fields_are_config_keys(perf_runs):
 
 @pytest.mark.parametrize("scenario", ["Offline", "SingleStream", "padded"])
 def test_bert_accuracy_runs(accuracy_runs, scenario):
-    from code.common.accuracy_text import values
+    from code.common.results.accuracy_text import values
 
     m = accuracy_runs[scenario]
     assert m["status"] == "ok", m["error"]

@@ -137,7 +137,7 @@ def test_dlrm_accuracy_text_and_fidelity_vs_torch(acc_ort, torch_reference):
     """ONNX Runtime dense part + torch lookups behind LoadGen vs plain torch: AUC equal to 4 significant
     digits, every item's probability within 1e-5; the tiny run passes the round's 99% target."""
     from code.common import rounds
-    from code.common.accuracy_text import values
+    from code.common.results.accuracy_text import values
 
     assert acc_ort["status"] == "ok", acc_ort["error"]
     text = (Path(acc_ort["log_dir"]) / "accuracy.txt").read_text()

@@ -9,7 +9,7 @@ import pytest
 
 
 def _run(tmp_path, scenario: str, *flags: str, service_ms: float = 0.0, name: str = "run"):
-    from code.common.runner import run_one
+    from code.common.harness.runner import run_one
     from code.common.settings import RunControl
     from code.main import plan
 
@@ -77,7 +77,7 @@ def test_run_capped_by_max_query_count(tiny_resnet, tmp_path):
 
 
 def test_explainer_text_reaches_the_table(tiny_resnet, tmp_path):
-    from code.common.results import table
+    from code.common.results.records import table
 
     m = _run(tmp_path, "Offline", "--offline_expected_qps=1", "--min_duration=1000", "--min_query_count=1")
     assert "min duration not met" in table([m])

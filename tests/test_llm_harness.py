@@ -131,7 +131,7 @@ def test_llama_test06_passes_and_a_wrong_first_token_fails(llama):
 
 
 def test_llm_null_backend_measures_the_harness_ceiling(tiny_llama, tmp_path):
-    from code.common.runner import run_one
+    from code.common.harness.runner import run_one
     from code.common.settings import RunControl
     from code.main import plan
 

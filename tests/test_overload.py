@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from code.common.sut import pending_bound
+from code.common.harness.sut import pending_bound
 
 
 def test_pending_bound_is_where_the_run_is_lost_anyway():
@@ -21,8 +21,8 @@ def test_pending_bound_is_where_the_run_is_lost_anyway():
 
 @pytest.mark.timeout(300)
 def test_server_overload_is_invalid_with_the_rate_to_use(tiny_resnet, tmp_path):
-    from code.common.runner import run_one
-    from code.common.selection import _why_not_performance, Run
+    from code.common.harness.runner import run_one
+    from code.common.results.selection import _why_not_performance, Run
     from code.common.settings import RunControl
     from code.main import plan
 
@@ -50,7 +50,7 @@ def test_server_overload_is_invalid_with_the_rate_to_use(tiny_resnet, tmp_path):
 @pytest.mark.timeout(300)
 def test_server_within_capacity_is_not_shed(tiny_resnet, tmp_path):
     """The same test backend at a fifth of its service rate: nothing shed, no overload recorded."""
-    from code.common.runner import run_one
+    from code.common.harness.runner import run_one
     from code.common.settings import RunControl
     from code.main import plan
 

@@ -177,7 +177,7 @@ def test_ray_node_death_mid_run_is_retried_and_every_sample_answered_once(cluste
 def run_and_kill(s, control, tmp_path: Path, cluster: LocalRayCluster, node: str) -> tuple[dict, float]:
     """Run in a thread (the child is a process of its own); 1 s after LoadGen has started the test (its
     detail log exists in the staging folder), SIGKILL ``node``'s raylet. Returns (metadata, kill time)."""
-    from code.common.runner import run_one
+    from code.common.harness.runner import run_one
 
     out: dict = {}
     t = threading.Thread(target=lambda: out.update(m=run_one(s, control, tmp_path / "run", {"resnet50": _engine(s)})))
@@ -214,7 +214,7 @@ def test_ray_llm_engine_mode_is_recorded(cluster, tiny_llama, tmp_path):
 def test_ray_no_actor_left_stops_the_run_with_the_error(tiny_resnet, tmp_path, monkeypatch):
     """A cluster whose only actor is on a worker node (the head has no CPUs for one): that node dies
     mid-run, the run ends at once with the error and its executor record, and it is not staged."""
-    from code.common.selection import Run, _why_not_performance
+    from code.common.results.selection import Run, _why_not_performance
     from code.common.settings import RunControl
     from code.main import plan
 

@@ -170,7 +170,7 @@ def test_report_replaces_an_old_report_whole(report, runs, tiny_resnet):
 
 
 def test_timeline_expands_batches_and_llm_samples(tmp_path):
-    from code.common import timeline
+    from code.common.harness import timeline
 
     t = timeline.Timeline()
     t.batch(10.0, 10.5, 3)                      # Offline: one issue time for the batch

@@ -115,7 +115,7 @@ def test_resnet50_engine_reused_then_rebuilt_on_config_change(tiny_resnet):
 
 
 def test_resnet50_fast_flag_sets_one_minute_and_is_marked(tiny_resnet, tmp_path):
-    from code.common.runner import user_conf_text
+    from code.common.harness.runner import user_conf_text
     from code.common.settings import RunControl
     from code.main import plan
 
@@ -127,7 +127,7 @@ def test_resnet50_fast_flag_sets_one_minute_and_is_marked(tiny_resnet, tmp_path)
 def test_resnet50_offline_null_processor_through_loadgen(tiny_resnet, tmp_path):
     """The null processor measures the harness's own ceiling (the caching one is covered by the
     TEST04 audit tests, which it must fail)."""
-    from code.common.runner import run_one
+    from code.common.harness.runner import run_one
     from code.common.settings import RunControl
     from code.main import plan
 
@@ -140,7 +140,7 @@ def test_resnet50_offline_null_processor_through_loadgen(tiny_resnet, tmp_path):
 def test_resnet50_older_round_runs_with_that_rounds_seeds(tiny_resnet, tmp_path):
     """--round=v5.1 with a LoadGen that carries v6.1's seeds: the run logs v5.1's seeds."""
     from code.common import rounds
-    from code.common.runner import run_one
+    from code.common.harness.runner import run_one
     from code.common.settings import RunControl
     from code.main import plan
 

@@ -113,3 +113,13 @@ def test_retinanet_damaged_preprocessed_npy(tiny_retinanet, tmp_path):
     # the fix works: preprocess_data rewrites the damaged file only
     r = run_main("--action=preprocess_data", "--benchmarks=retinanet", "--model_variant=tiny", env=env, check=True)
     assert "(1 written)" in r.stdout
+
+
+def test_retinanet_real_checkpoint_missing_names_the_download(tmp_path):
+    """The PyTorch path's checkpoint is looked up under its file name; absent, the error names the file and the
+    download command (this once raised NameError: the name it read had been removed)."""
+    from code.retinanet.model import PTH_NAME, real_torch_model
+
+    with pytest.raises(MissingDataError) as e:
+        real_torch_model(tmp_path)
+    assert str(tmp_path / PTH_NAME) in e.value.cause and "download_model BENCHMARKS=retinanet" in e.value.fix

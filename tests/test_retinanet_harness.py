@@ -132,7 +132,7 @@ def test_retinanet_accuracy_text_and_fidelity_vs_torch(acc_model, torch_referenc
     assert acc_model["status"] == "ok", acc_model["error"]
     text = (Path(acc_model["log_dir"]) / "accuracy.txt").read_text()
     assert "mAP=" in text and " Average Precision  (AP) @[ IoU=0.50:0.95" in text
-    from code.common.accuracy_text import values
+    from code.common.results.accuracy_text import values
 
     assert values(text, ["mAP"])["mAP"] == pytest.approx(acc_model["accuracy"]["metrics"]["mAP"], abs=1e-3)
     assert acc_model["accuracy"]["metrics"]["mAP"] > 99.0

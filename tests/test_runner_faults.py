@@ -71,7 +71,7 @@ def _start_long_run(env: dict, log_dir: Path) -> tuple[subprocess.Popen, int]:
                          stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 300
     while time.time() < deadline:
-        kids = [k for k in _children(p.pid) if "harness_child" in Path(f"/proc/{k}/cmdline").read_text()]
+        kids = [k for k in _children(p.pid) if "code.common.harness.child" in Path(f"/proc/{k}/cmdline").read_text()]
         if kids and list(log_dir.rglob("*.partial")):
             return p, kids[0]
         assert p.poll() is None, p.stdout.read()
@@ -114,7 +114,7 @@ def test_runner_child_dies_with_a_killed_parent_and_next_run_cleans(tiny_resnet,
 
 def test_runner_never_replaces_an_earlier_run_without_overwrite(tiny_resnet, tmp_path):
     from code.common.errors import HarnessError
-    from code.common.runner import run_one, timestamp
+    from code.common.harness.runner import run_one, timestamp
     from code.common.settings import RunControl
     from code.main import plan
     from tests.conftest import run_main
@@ -142,7 +142,7 @@ def test_runner_never_replaces_an_earlier_run_without_overwrite(tiny_resnet, tmp
 
 
 def test_runner_names_the_signal_that_ended_the_child():
-    from code.common.runner import child_exit_reason
+    from code.common.harness.runner import child_exit_reason
 
     assert "SIGKILL" in child_exit_reason(-9) and "out-of-memory" in child_exit_reason(-9)
     assert "SIGBUS" in child_exit_reason(-7) and "changed" in child_exit_reason(-7)

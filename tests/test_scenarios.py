@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from code.common import monitor, scenarios
+from code.common import scenarios
+from code.common.harness import monitor
 
 # LoadGen TestSettings as a performance run of 10 s has them (the other scenarios' defaults left in, as in LoadGen)
 TS = SimpleNamespace(min_duration_ms=10_000, min_query_count=100, offline_expected_qps=50.0, server_target_qps=30.0,
@@ -60,14 +61,14 @@ def test_a_new_scenario_is_one_table_entry(burst):
     """Every module that used to branch on scenario names answers for the new one from its entry alone: user.conf
     keys (LoadGen's Server section, token bounds too), progress sizing, find_performance's probe, the metric
     text, TEST06's first-token rule, the edge-twin rule and the LLM bound check's LoadGen section."""
-    from code.common import results
+    from code.common.results import records
 
     lines = scenarios.conf_lines("Burst", scenarios.loadgen_model("llama2-70b", "Burst"),
                                  {"server_target_qps": 3.0, "ttft_latency_ns": 2_000_000_000})
     assert lines == ["llama2-70b-burst.Server.target_qps = 3", "llama2-70b-burst.Server.ttft_latency = 2000"]
     assert monitor.expected_samples(TS, "Burst", "PerformanceOnly", 10) == 300
     assert burst.find_probe == "server" and burst.runs_as_server and "Burst" not in scenarios.SERVER_LIKE
-    assert results.metric_text({"scenario": "Burst", "metric_value": 12.5, "test_mode": "PerformanceOnly"}) == \
+    assert records.metric_text({"scenario": "Burst", "metric_value": 12.5, "test_mode": "PerformanceOnly"}) == \
         "12.50 samples/s"
     assert burst.first_token and burst.categories == ("datacenter",) and not burst.latency_sized
 

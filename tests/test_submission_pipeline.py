@@ -19,6 +19,7 @@ from tests import loadgen_synthetic as synthetic
 from code.common.submission import check, export, measurements, stage, truncate
 from code.common.submission.tree import files_under
 from tests.conftest import official_root
+from code.main import main
 
 RND = rounds.V6_1
 RB = RND.entry("resnet50")
@@ -418,10 +419,10 @@ def test_submission_tools_answer_bad_files_in_one_line(exported, tmp_path, capsy
     text = sj.read_text()
     for bad in (text.replace(",", "", 1), "[1, 2]"):
         sj.write_text(bad)
-        rc = stage.main([f"--staging_root={root}"])
+        rc = main(["--action=update_results", f"--staging_root={root}"])
         err = capsys.readouterr().err
         assert rc == 2 and err.startswith("error: ") and str(sj) in err and "Traceback" not in err, err
-    from code.common.selection import Run, choose
+    from code.common.results.selection import Run, choose
 
     run = Run(tmp_path, {"test_mode": "PerformanceOnly", "status": "ok", "result_validity": "VALID", "valid": True,
                          "metric_value": "fast", "system_name": SYS, "benchmark": "resnet50", "scenario": "Offline"})

@@ -8,7 +8,7 @@ import types
 import numpy as np
 
 from code.common.benchmark import Processor
-from code.common.sut import BatchingSUT
+from code.common.harness.sut import BatchingSUT
 
 
 class FakeLoadGen:

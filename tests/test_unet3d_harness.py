@@ -80,7 +80,7 @@ def test_unet3d_patch_batch_is_a_config_key(perf_runs):
 
 @pytest.mark.parametrize("scenario", ["Offline", "SingleStream"])
 def test_unet3d_accuracy_runs(accuracy_runs, scenario):
-    from code.common.accuracy_text import values
+    from code.common.results.accuracy_text import values
 
     m = accuracy_runs[scenario]
     assert m["status"] == "ok", m["error"]

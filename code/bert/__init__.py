@@ -10,6 +10,7 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_int, parse_str
 
 SPEC = BenchmarkSpec(
+    scratch_gb=3,                 # models + data + preprocessed data of the reference variant
     name="bert",
     mlperf_name="bert",
     loadgen_model="bert",

@@ -16,7 +16,7 @@ import numpy as np
 from code.bert import squad
 from code.common.errors import RunError
 from code.common.fileio import write_text
-from code.common.loadgen_logs import read_accuracy_entries
+from code.common.results.loadgen_logs import read_accuracy_entries
 
 FIX = "rerun with --test_mode=AccuracyOnly (each result must be a feature's (384, 2) float32 start/end logits)"
 

@@ -78,7 +78,7 @@ def action_info(cli, settings) -> int:
 
 def _print_cluster(s) -> None:
     """executor=ray: the cluster the runs would use, and what they are filed under."""
-    from code.common import ray_executor
+    from code.common.harness import ray_executor
 
     c = ray_executor.connect(s.values.get("ray_address"))
     print(f"\nRay cluster {s.values.get('ray_address') or '(private, started for each run)'}: {c['node_count']} node(s), "
@@ -153,7 +153,9 @@ def action_generate_engines(cli, settings) -> int:
 
 
 def action_run_harness(cli, settings) -> int:
-    from code.common import paths, results, runner
+    from code.common import paths
+    from code.common.results import records
+    from code.common.harness import runner
     from code.common.fileio import sweep_stale_partials
     from code.common.settings import RunControl
 
@@ -185,9 +187,9 @@ def action_run_harness(cli, settings) -> int:
             root = log_dir.parents[3]
             metas.append(runner.run_one(s, control, log_dir, engines))
     if root is not None:
-        results.set_latest(root)
+        records.set_latest(root)
         print(f"\nResults of this invocation ({root}; again: python scripts/print_harness_result.py {root})")
-        print(results.table(metas))   # this invocation's records only, never an earlier run's
+        print(records.table(metas))   # this invocation's records only, never an earlier run's
         for m in metas:
             for why in m.get("invalid_reasons") or ():
                 print(f"INVALID {m['benchmark']} {m['scenario']}: {why}")

@@ -53,7 +53,7 @@ def resolve(name: str) -> BenchmarkSpec:
     if pkg is None:
         raise HarnessError(f"unknown benchmark '{name}'{did_you_mean(name, table)}",
                            f"use one of: {', '.join(s.name for s in all_specs())} "
-                           f"(e.g. RUN_ARGS=\"--benchmarks={all_specs()[0].name if all_specs() else 'resnet50'}\")")
+                           f"(e.g. RUN_ARGS=\"--benchmarks={all_specs()[0].name if all_specs() else '<name>'}\")")
     return next(s for s in all_specs() if s.name == pkg)
 
 

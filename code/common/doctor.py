@@ -14,19 +14,20 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from code.common import paths
 from code.common.errors import HarnessError
 
+if TYPE_CHECKING:
+    from code.common.benchmark import BenchmarkSpec
+
 PREBUILD = "make prebuild"
 GPU_PREBUILD = "make prebuild GPU_EXTRAS=1"
 SCRATCH_FIX = "export MLPERF_SCRATCH_PATH=<a writable folder with free space> (or chmod/chown the folder)"
-# Rough GB of models + data + preprocessed data each benchmark's reference variant puts in the scratch
-# folder (the tiny variant: TINY_GB). Only what is still missing counts against the free space.
-NEED_GB = {"resnet50": 15, "retinanet": 200, "unet3d": 30, "bert": 3, "dlrm_v2": 300, "sdxl": 30,
-           "gptj": 30, "llama2_70b": 280, "mixtral_8x7b": 100, "llama3_1_8b": 20}
-DEFAULT_GB, TINY_GB = 50, 1
+# GB a tiny variant's models and data take (the reference variant's: its spec's scratch_gb). Only what is
+# still missing counts against the free space.
+TINY_GB = 1
 # Compute capability of each architecture and the oldest TensorRT that builds engines for it.
 COMPUTE = {"Ampere": (8, 0), "Ada": (8, 9), "Hopper": (9, 0), "Blackwell": (10, 0)}
 MIN_TRT = {"Ampere": (8, 0), "Ada": (8, 6), "Hopper": (8, 6), "Blackwell": (10, 8)}
@@ -110,7 +111,7 @@ def check_onnxruntime(ctx: Context) -> Check:
 
 def check_ray(ctx: Context) -> Check:
     """Ray for --executor=ray: a FAIL only when a selected run asks for it (or its cluster is unreachable)."""
-    from code.common import ray_executor
+    from code.common.harness import ray_executor
 
     wanted = [s for s in ctx.settings if s.values.get("executor") == "ray"]
     ok_, why = ray_executor.available()
@@ -229,7 +230,7 @@ def check_tensorrt(ctx: Context) -> list[Check]:
 
 
 # --- scratch, models, data -------------------------------------------------------------------------
-def check_scratch(ctx: Context, missing: list[tuple[str, str]]) -> Check:
+def check_scratch(ctx: Context, missing: list[tuple[BenchmarkSpec, str]]) -> Check:
     """MLPERF_SCRATCH_PATH exists (created if missing), takes a file, and has room for what is missing."""
     root = paths.scratch_path()
     try:
@@ -240,10 +241,10 @@ def check_scratch(ctx: Context, missing: list[tuple[str, str]]) -> Check:
         return fail("scratch", f"MLPERF_SCRATCH_PATH={root} is not writable ({type(e).__name__}: {e.strerror or e})",
                     SCRATCH_FIX)
     free = shutil.disk_usage(root).free / 1e9
-    need = sum(TINY_GB if v == "tiny" else NEED_GB.get(b, DEFAULT_GB) for b, v in missing)
+    need = sum(TINY_GB if v == "tiny" else spec.scratch_gb for spec, v in missing)
     what = f"{root} writable, {free:,.0f} GB free"
     if need > free:
-        names = ", ".join(b + (" (tiny)" if v == "tiny" else "") for b, v in missing)
+        names = ", ".join(spec.name + (" (tiny)" if v == "tiny" else "") for spec, v in missing)
         return fail("scratch", f"{what}; {names} still need about {need} GB", SCRATCH_FIX.replace("free space", f">= {need} GB free"))
     return ok("scratch", what + (f"; about {need} GB needed for what is missing" if missing else ""))
 
@@ -331,7 +332,7 @@ def run_checks(cli: dict[str, Any], settings: list) -> list[Check]:
         if (s.benchmark, s.model_variant) not in seen:
             seen.add((s.benchmark, s.model_variant))
             benches.append((s, guarded(f"{s.benchmark} model/data", check_benchmark, s)))
-    missing = [(s.benchmark, s.model_variant) for s, cs in benches if any(c.status == "FAIL" for c in cs)]
+    missing = [(s.spec, s.model_variant) for s, cs in benches if any(c.status == "FAIL" for c in cs)]
     out += guarded("scratch", check_scratch, ctx, missing)
     for _, cs in benches:
         out += cs

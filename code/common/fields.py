@@ -273,7 +273,7 @@ CORE_FIELDS: tuple[Field, ...] = (
           flag_value=True),
     Field("cpu_spin_wait", parse_str, "auto", "ORT idle threads spin-wait (auto: only with one worker).",
           choices=("auto", "on", "off")),
-    # --- where the workers run (code.common.ray_executor) ---
+    # --- where the workers run (code.common.harness.ray_executor) ---
     Field("executor", parse_str, "local", "Where the SUT's workers run. local: threads in the harness child. ray: one "
           "Ray actor per GPU on every node of a Ray cluster (ray_cpu_actors on CPU-only nodes), each with its own "
           "engine; LoadGen stays in the harness child on the head. LLM benchmarks keep their engine's own "

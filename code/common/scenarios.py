@@ -6,7 +6,7 @@ metric (detail-log key, name, unit, direction), the field the official checker r
 settings apply to it. Adding a scenario (the LLM ``Interactive`` one, say) is one entry in
 ``SCENARIOS`` plus its configs.
 
-Dispatch modes (``code.common.sut``):
+Dispatch modes (``code.common.harness.sut``):
 - ``queue``: issue_queries hands batches to worker queues and returns (Offline);
 - ``batcher``: one batcher thread fills batches up to a time limit (Server);
 - ``inline``: work runs on LoadGen's issue thread (SingleStream, MultiStream: the next query comes
@@ -187,7 +187,7 @@ TOKEN_CONF_KEYS = (ConfKey("ttft_latency_ns", "ttft_latency", _ns_to_ms), ConfKe
 
 def conf_lines(scenario: str, model: str, values: dict[str, Any], *, audit_factor: float | None = None) -> list[str]:
     """user.conf lines for one scenario's settings (the scenario part of the one settings->LoadGen
-    function, ``code.common.runner.user_conf_text``). ``model`` is the mlperf.conf name (``loadgen_model``)."""
+    function, ``code.common.harness.runner.user_conf_text``). ``model`` is the mlperf.conf name (``loadgen_model``)."""
     sc = SCENARIOS[scenario]
     out = []
     keys = sc.conf_keys + (TOKEN_CONF_KEYS if sc.runs_as_server else ())

@@ -106,7 +106,7 @@ class Finder:
         self.sc = scenarios.get(s.scenario)
 
     def run(self, tag: str, **over):
-        from code.common.runner import run_one
+        from code.common.harness.runner import run_one
 
         s = self.s.replace(**over)
         d = self.root / s.system_name / s.log_name / s.scenario / f"probe-{len(self.probes):02d}-{tag}"
@@ -207,7 +207,8 @@ def table(rows: list[tuple[str, str, Probe]]) -> str:
 
 def action_find_performance(cli: dict, settings: list) -> int:
     """Find each settings' sizing value, print the probes and the choice, optionally write configs."""
-    from code.common import paths, runner
+    from code.common import paths
+    from code.common.harness import runner
     from code.common.benchmarks import implementation
     from code.common.config_edit import write_values
     from code.common.settings import RunControl

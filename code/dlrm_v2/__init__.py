@@ -9,6 +9,7 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_str
 
 SPEC = BenchmarkSpec(
+    scratch_gb=300,                 # models + data + preprocessed data of the reference variant
     name="dlrm_v2",
     mlperf_name="dlrm-v2",
     loadgen_model="dlrm-v2",

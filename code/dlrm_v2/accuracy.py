@@ -16,7 +16,7 @@ import numpy as np
 
 from code.common.errors import RunError
 from code.common.fileio import write_text
-from code.common.loadgen_logs import read_accuracy_entries
+from code.common.results.loadgen_logs import read_accuracy_entries
 
 FIX = "rerun the accuracy test (--test_mode=AccuracyOnly); if it repeats, check the engine (--force_rebuild)"
 

@@ -8,6 +8,7 @@ sample), so no first-token events are sent.
 from code.common.benchmark import BenchmarkSpec
 
 SPEC = BenchmarkSpec(
+    scratch_gb=30,                 # models + data + preprocessed data of the reference variant
     name="gptj",
     mlperf_name="gptj",
     loadgen_model="gptj",

@@ -8,6 +8,7 @@ Round v6.1 files only the 99.9 accuracy variant.
 from code.common.benchmark import BenchmarkSpec
 
 SPEC = BenchmarkSpec(
+    scratch_gb=280,                 # models + data + preprocessed data of the reference variant
     name="llama2_70b",
     mlperf_name="llama2-70b",
     loadgen_model="llama2-70b",

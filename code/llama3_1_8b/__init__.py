@@ -10,6 +10,7 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_str
 
 SPEC = BenchmarkSpec(
+    scratch_gb=20,                 # models + data + preprocessed data of the reference variant
     name="llama3_1_8b",
     mlperf_name="llama3.1-8b",
     loadgen_model="llama3_1-8b",

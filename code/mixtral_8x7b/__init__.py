@@ -11,6 +11,7 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_int
 
 SPEC = BenchmarkSpec(
+    scratch_gb=100,                 # models + data + preprocessed data of the reference variant
     name="mixtral_8x7b",
     mlperf_name="mixtral-8x7b",
     loadgen_model="mixtral-8x7b",

@@ -2,6 +2,7 @@
 from code.common.benchmark import BenchmarkSpec
 
 SPEC = BenchmarkSpec(
+    scratch_gb=15,                 # models + data + preprocessed data of the reference variant
     name="resnet50",
     mlperf_name="resnet50",
     loadgen_model="resnet50",

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from code.common.fileio import write_text
-from code.common.loadgen_logs import first_answers
+from code.common.results.loadgen_logs import first_answers
 
 
 def read_predictions(accuracy_log: str | Path) -> dict[int, int]:

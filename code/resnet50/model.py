@@ -103,7 +103,6 @@ def _prototype_head(net) -> None:
     head the tiny model behaves like a trained one: predictions spread over ~250 classes, images near
     a class boundary are rare (the jitter sets how rare), so int8-vs-fp32 top-1 agreement means what
     it means for the real model."""
-    import numpy as np
     import torch
 
     _, classes = prototypes()

@@ -8,6 +8,7 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_str
 
 SPEC = BenchmarkSpec(
+    scratch_gb=200,                 # models + data + preprocessed data of the reference variant
     name="retinanet",
     mlperf_name="retinanet",
     loadgen_model="retinanet",

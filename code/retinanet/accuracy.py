@@ -15,7 +15,7 @@ import numpy as np
 
 from code.common.errors import RunError
 from code.common.fileio import write_text
-from code.common.loadgen_logs import read_accuracy_entries
+from code.common.results.loadgen_logs import read_accuracy_entries
 
 
 def read_log(accuracy_log: str | Path) -> list[dict]:

@@ -157,13 +157,13 @@ def _calibrate(net) -> None:
 
 def real_torch_model(model_dir: Path):
     """The MLPerf RetinaNet (ResNeXt50-32x4d FPN, P3-P7, 264 classes, 800x800) from the training
-    checkpoint (``ZENODO_PTH``, its "model" state dict), on torchvision's modules."""
+    checkpoint (``PTH_NAME``, its "model" state dict), on torchvision's modules."""
     import torch
     from torchvision.models import resnext50_32x4d
     from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
     from torchvision.ops.feature_pyramid_network import LastLevelP6P7
 
-    path = model_dir / ZENODO_PTH[1]
+    path = model_dir / PTH_NAME
     if not path.exists():
         raise MissingDataError(f"PyTorch checkpoint not found: {path}",
                                "make download_model BENCHMARKS=retinanet RUN_ARGS=--backend=pytorch")

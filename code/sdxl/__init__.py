@@ -9,6 +9,7 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_int, parse_str
 
 SPEC = BenchmarkSpec(
+    scratch_gb=30,                 # models + data + preprocessed data of the reference variant
     name="sdxl",
     mlperf_name="stable-diffusion-xl",
     loadgen_model="stable-diffusion-xl",

@@ -7,6 +7,7 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_int
 
 SPEC = BenchmarkSpec(
+    scratch_gb=30,                 # models + data + preprocessed data of the reference variant
     name="unet3d",
     mlperf_name="3d-unet",
     loadgen_model="3d-unet",

@@ -15,7 +15,7 @@ import numpy as np
 
 from code.common.errors import RunError
 from code.common.fileio import write_text
-from code.common.loadgen_logs import read_accuracy_entries
+from code.common.results.loadgen_logs import read_accuracy_entries
 
 FIX = "rerun with --test_mode=AccuracyOnly (each result must be the case's D*H*W uint8 labels)"
 

@@ -5,7 +5,7 @@
 1. finds the reference runs the submission will use (the same choice ``make update_results``
    makes from build/logs: best VALID performance run, latest passing accuracy run) and stops
    early, with the command to run, when one is missing;
-2. runs one PerformanceOnly LoadGen test through ``code.common.runner.run_one`` with the
+2. runs one PerformanceOnly LoadGen test through ``code.common.harness.runner.run_one`` with the
    test's audit.config (the runner writes it into the child's working directory and removes it
    afterwards); its RunControl names the audit test, so the runner derates the Server target QPS
    by ``audit_server_qps_factor`` (0.92);
@@ -27,12 +27,12 @@ from typing import Any
 from code.common import paths, scenarios
 from code.common.compliance import audit_config as ac
 from code.common.compliance import official, verify
-from code.common.loadgen_logs import read_accuracy_entries
+from code.common.results.loadgen_logs import read_accuracy_entries
 from code.common.errors import HarnessError, RunError
 from code.common.fileio import sha256_file, write_json, write_text
 from code.common import rounds
-from code.common.accuracy_text import values as accuracy_values
-from code.common.selection import Run, choose, scan
+from code.common.results.accuracy_text import values as accuracy_values
+from code.common.results.selection import Run, choose, scan
 
 
 def log_dir_for(test: str, system_name: str, benchmark: str, scenario: str) -> Path:
@@ -238,7 +238,7 @@ def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, r
     if test == "TEST01" and acc_ref is None:
         raise _missing_ref("accuracy", spec.name, settings.scenario, settings.system_name, skipped)
     if run_one is None:
-        from code.common.runner import run_one
+        from code.common.harness.runner import run_one
     final = log_dir_for(test, settings.system_name, settings.log_name, settings.scenario)
     if perf_ref is not None:
         log(f"[audit] {test} {spec.name} {settings.scenario}: reference performance run {perf_ref.dir}"

@@ -22,7 +22,7 @@ from typing import Any
 
 from code.common import scenarios
 from code.common.compliance.mlperf_log import DetailLog
-from code.common.loadgen_logs import read_accuracy_entries
+from code.common.results.loadgen_logs import read_accuracy_entries
 
 
 

@@ -90,7 +90,7 @@ def read_records(path: Path, fix: str, keys: Sequence[str], what: str) -> list[d
 def read_accuracy_log(path: str | Path, dtype=np.int32) -> dict[int, np.ndarray]:
     """qsl_idx -> output token ids from mlperf_log_accuracy.json; the first entry of a repeated
     index counts (as the reference evaluators dedup)."""
-    from code.common.loadgen_logs import first_answers
+    from code.common.results.loadgen_logs import first_answers
 
     return first_answers(path, dtype)
 
@@ -414,7 +414,8 @@ class LLMBenchmark(Benchmark):
     def check_distributed(self, per: int) -> str:
         """llm_distributed_backend as the engine gets it; ray needs executor=ray, an engine that spans
         nodes (vllm, tensorrt_llm) and a cluster with the GPUs tensor x pipeline parallel asks for."""
-        from code.common import backends, ray_executor
+        from code.common import backends
+        from code.common.harness import ray_executor
 
         s = self.settings
         dist = s.values.get("llm_distributed_backend") or "auto"
@@ -459,14 +460,14 @@ class LLMBenchmark(Benchmark):
         return idx, [outs[i] for i in idx], preds, [targets[i] for i in idx]
 
     def accuracy(self, accuracy_log: str, out_dir: str) -> dict[str, Any]:
-        from code.common.accuracy_text import judge
+        from code.common.results.accuracy_text import judge
         from code.common.fileio import write_text
         from code.common.llm import rouge
 
         idx, tokens, preds, targets = self.decode_log(accuracy_log)
         if not idx:
             raise HarnessError("the accuracy log holds no samples", "re-run with --test_mode=AccuracyOnly")
-        from code.common.accuracy_text import values
+        from code.common.results.accuracy_text import values
 
         self.score_notes: list[str] = []
         self.score_unofficial: list[str] = []     # score() adds why the score is not the official one

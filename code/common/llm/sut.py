@@ -13,9 +13,9 @@ settings say (``code.common.llm.generation``).
   their trailing EOS (``strip_eos``, Mixtral's reference).
 - Response memory: the int32 arrays stay referenced until the call that hands them over returns.
 
-The counters ``issued`` / ``completed`` and ``state()`` are what the watchdog (``code.common.monitor``) reads.
+The counters ``issued`` / ``completed`` and ``state()`` are what the watchdog (``code.common.harness.monitor``) reads.
 
-Overload (Server, Interactive): as in the batching SUT (``code.common.sut.pending_bound``), once more
+Overload (Server, Interactive): as in the batching SUT (``code.common.harness.sut.pending_bound``), once more
 than ``max_pending`` samples are outstanding the run is lost anyway; the SUT records ``overload``
 and answers every later sample at once (a first token, then two EOS tokens: LoadGen's token
 accounting rejects fewer than two), so memory and the run's length stay bounded. Such a run is
@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from code.common.llm.generation import GenRequest, GenerationProcessor, strip_trailing
-from code.common.timeline import Timeline
+from code.common.harness.timeline import Timeline
 
 
 class StreamingSUT:

@@ -1,7 +1,7 @@
 """``make report``: the selected runs as a page a person reads.
 
 Reads each run's metadata.json (LoadGen's detail-log figures are in it), its sample timeline
-(``code.common.timeline``) and, for SDXL accuracy runs, its compliance images; writes into
+(``code.common.harness.timeline``) and, for SDXL accuracy runs, its compliance images; writes into
 ``build/report`` (or ``--report_dir``), staged and swapped in whole:
 
 - ``index.html``: the summary table (system, benchmark, scenario, mode, metric, validity, accuracy as
@@ -20,17 +20,18 @@ from pathlib import Path
 
 import numpy as np
 
-from code.common import paths, scenarios, timeline
+from code.common import paths, scenarios
+from code.common.harness import timeline
 from code.common.errors import HarnessError
 from code.common.fileio import staged_dir, write_json, write_text
 from code.common.report import page, plots, rows as rows_mod
-from code.common.selection import Run, scan
+from code.common.results.selection import Run, scan
 
 FIRST_RUN = 'make run_harness RUN_ARGS="--benchmarks=resnet50 --model_variant=tiny --fast" first'
 
 
 def default_roots() -> list[Path]:
-    from code.common.results import latest_logs
+    from code.common.results.records import latest_logs
 
     latest = latest_logs()
     if latest is None:

@@ -1,5 +1,5 @@
 """The report's pictures, drawn with matplotlib (Agg, no display) from a run's sample timeline
-(``code.common.timeline``) and LoadGen's logged percentiles.
+(``code.common.harness.timeline``) and LoadGen's logged percentiles.
 
 Each function writes one PNG and returns its file name, or None when the run has nothing to draw.
 """

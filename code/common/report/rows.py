@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from code.common.errors import HarnessError
-from code.common.selection import Run
+from code.common.results.selection import Run
 
 # LoadGen's latency percentiles in mlperf_log_detail.txt (result_<p>_percentile_latency_ns)
 _PCT = re.compile(r"^result_(\d+\.\d+)_percentile_latency_ns$")
@@ -50,7 +50,7 @@ def accuracy_rows(m: dict, entry) -> list[dict[str, Any]]:
 
 def row(run: Run) -> dict[str, Any]:
     """The report's record of one run (also one entry of summary.json)."""
-    from code.common import results
+    from code.common.results import records
 
     m = run.meta
     entry = _entry(m)
@@ -68,8 +68,8 @@ def row(run: Run) -> dict[str, Any]:
         "status": m.get("status"), "validity": validity, "error": m.get("error"),
         "invalid_reasons": list(m.get("invalid_reasons") or ()),
         "metric": m.get("metric"), "metric_value": m.get("metric_value"), "metric_unit": m.get("metric_unit"),
-        "metric_text": results.metric_text(m),
-        "notes": (["tiny variant"] if m.get("model_variant") == "tiny" else []) + results.run_notes(m),
+        "metric_text": records.metric_text(m),
+        "notes": (["tiny variant"] if m.get("model_variant") == "tiny" else []) + records.run_notes(m),
         "accuracy": accuracy_rows(m, entry), "accuracy_passed": acc.get("passed"),
         "loadgen_percentiles_ms": loadgen_percentiles(m.get("results") or {}),
         "tokens": m.get("tokens"), "timeline": m.get("timeline"),

@@ -38,7 +38,7 @@ from code.common.submission.checks.performance import FAST_MIN_DURATION_MS
 from code.common.submission.checks.system import check_system
 
 __all__ = ["FAST_MIN_DURATION_MS", "MEASUREMENT_FIELDS", "Findings", "check", "check_scenario", "check_system",
-           "main", "run_official_checker"]
+           "run_official_checker"]
 DIVISIONS = ("closed", "open", "network")
 
 
@@ -130,13 +130,3 @@ def check_submission(input_root: Path, *, submitter: str | None, version: str | 
             print(f"  {line}")
         rc = rc or (1 if orc else 0)
     return rc
-
-
-def main(argv=None) -> int:
-    from code.main import action_main
-
-    return action_main("check_submission", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -36,8 +35,8 @@ from code.common import paths
 from code.common.errors import HarnessError
 from code.common.fileio import read_json, staged_dir, staged_path, write_text
 from code.common import rounds
-from code.common.accuracy_text import has_hash
-from code.common.selection import test_only
+from code.common.results.accuracy_text import has_hash
+from code.common.results.selection import test_only
 from code.common.submission.stage import check_name, staging_root
 from code.common.submission.tree import link_or_copy, link_tree
 from code.common.submission.truncate import MAX_TRUNCATED
@@ -188,13 +187,3 @@ def pack(export_dir: Path, submitter: str, log=print) -> Path:
             h.update(b)
     write_text(tar.with_suffix("").with_suffix(".sha1"), f"{h.hexdigest()}  {tar.name}\n")
     return tar
-
-
-def main(argv=None) -> int:
-    from code.main import action_main
-
-    return action_main("export_submission", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

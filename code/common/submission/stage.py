@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from code.common.errors import HarnessError
 from code.common.fileio import read_json, write_json, write_text
 from code.common import rounds
 from code.common.submission import measurements, mlperf_conf, sysdesc
-from code.common.selection import Run, Selection, choose, scan
+from code.common.results.selection import Run, Selection, choose, scan
 from code.common.submission.tree import link_or_copy, link_tree, swap_dirs
 
 SUBDIRS = ("results", "compliance", "measurements")
@@ -294,13 +293,3 @@ def _print_report(report: dict, log) -> None:
         if fields:
             log(f"[update_results] systems/{system}.json: fill in {', '.join(fields)} (edit the file; "
                 "your values are kept by later runs of make update_results)")
-
-
-def main(argv=None) -> int:
-    from code.main import action_main
-
-    return action_main("update_results", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,13 +11,12 @@ Run: ``make truncate_results`` (``python -m code.main --action=truncate_results 
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from code.common import paths
 from code.common.errors import HarnessError
 from code.common.fileio import sha256_file, staged_path
-from code.common.accuracy_text import has_hash
+from code.common.results.accuracy_text import has_hash
 from code.common.submission.tree import link_or_copy
 
 VIEWABLE = 4096
@@ -87,13 +86,3 @@ def truncate_all(root: Path, log=print) -> dict:
     log(f"[truncate_results] {out['truncated']} truncated, {out['skipped']} already truncated, "
         f"{len(out['errors'])} errors")
     return out
-
-
-def main(argv=None) -> int:
-    from code.main import action_main
-
-    return action_main("truncate_results", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

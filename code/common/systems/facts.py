@@ -22,6 +22,22 @@ def machine_record() -> dict[str, Any]:
             "gpus_extra": gpu_facts()}
 
 
+def software_versions() -> dict[str, str | None]:
+    """Python, LoadGen, numpy and every backend's library (None where absent), from package metadata: what
+    metadata.json records as "versions" and what each Ray worker must match."""
+    import importlib.metadata as im
+
+    from code.common.backends import library_versions
+
+    out = {"python": platform.python_version()}
+    for key, dist in (("loadgen", "mlcommons-loadgen"), ("numpy", "numpy")):
+        try:
+            out[key] = im.version(dist)
+        except im.PackageNotFoundError:
+            out[key] = None
+    return {**out, **library_versions()}
+
+
 def info_of(d: dict[str, Any]) -> SystemInfo:
     """The SystemInfo a record's "info" (``dataclasses.asdict`` of one) describes."""
     return SystemInfo(tuple(GPUInfo(**g) for g in d.get("gpus", ())), CPUInfo(**d["cpu"]), d.get("memory_gb", 0.0),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from code.common import rounds
-from code.common import accuracy_text as acc_text
+from code.common.results import accuracy_text as acc_text
 from code.common.submission.checks.findings import Findings, log_basics, read_log, require, run_record
 from code.common.submission.truncate import MAX_TRUNCATED
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from code.common import rounds
 from code.common.compliance.verify import verdict_line_passed
-from code.common import accuracy_text as acc_text
+from code.common.results import accuracy_text as acc_text
 from code.common.submission.checks.findings import Findings, read_log, require
 from code.common.submission.checks.performance import perf_checks
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from code.common import rounds
 from code.common.compliance.mlperf_log import DetailLog
-from code.common.selection import test_only
+from code.common.results.selection import test_only
 
 
 class Findings:

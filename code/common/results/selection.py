@@ -20,7 +20,8 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-from code.common import accuracy_text, scenarios
+from code.common import scenarios
+from code.common.results import accuracy_text
 from code.common.settings import RunControl
 
 PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")

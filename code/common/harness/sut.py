@@ -38,7 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from code.common.benchmark import Processor
-from code.common.timeline import Timeline
+from code.common.harness.timeline import Timeline
 
 _STOP = object()
 

@@ -177,7 +177,7 @@ def _server_latency(r: dict, eff: dict, s) -> str:
 
 
 def overload(o: dict, s) -> str:
-    """The SUT shed samples (code.common.sut): how far behind it fell, what it served, the rerun."""
+    """The SUT shed samples (code.common.harness.sut): how far behind it fell, what it served, the rerun."""
     served = o.get("served_per_s") or 0
     flag = f"--server_target_qps={_g(served * 0.9)}" if served else ""
     return (f"SUT overloaded: {o['pending']} samples were waiting (limit {o['max_pending']}) {o['at_s']:g}s into "

@@ -8,11 +8,11 @@ from code.common import paths
 
 
 def find_metadata(root: str | Path) -> list[dict]:
-    """Every run record under ``root`` (code.common.selection.scan); an unreadable metadata.json is
+    """Every run record under ``root`` (code.common.results.selection.scan); an unreadable metadata.json is
     named on stderr, never skipped silently."""
     import sys
 
-    from code.common.selection import scan
+    from code.common.results.selection import scan
 
     runs, problems = scan([root])
     for p in problems:

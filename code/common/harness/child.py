@@ -1,6 +1,6 @@
 """Child process: exactly one LoadGen test (FromConfig is called once per process).
 
-Run by code.common.runner with cwd = the run's staging folder holding request.json and user.conf
+Run by code.common.harness.runner with cwd = the run's staging folder holding request.json and user.conf
 (and audit.config for compliance runs). Writes LoadGen's logs, accuracy.txt (accuracy mode) and
 child_result.json there. Exit code 0 even when the benchmark fails: the error is data.
 """
@@ -9,34 +9,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-import platform
 import sys
 import time
 import traceback
-from importlib import metadata as im
 from pathlib import Path
-
-
-def versions() -> dict:
-    """Python, LoadGen, numpy and every backend's library (None where absent), from package metadata."""
-    from code.common.backends import library_versions
-
-    out = {"python": platform.python_version()}
-    for key, dist in (("loadgen", "mlcommons-loadgen"), ("numpy", "numpy")):
-        try:
-            out[key] = im.version(dist)
-        except im.PackageNotFoundError:
-            out[key] = None
-    return {**out, **library_versions()}
 
 
 def main(request_path: str) -> int:
     stage = Path(request_path).parent
     req = json.loads(Path(request_path).read_text())
-    result: dict = {"versions": versions()}
-    try:
-        from code.common.systems.facts import machine_record
+    from code.common.systems.facts import machine_record, software_versions
 
+    result: dict = {"versions": software_versions()}
+    try:
         result["machine"] = machine_record()      # what staging describes the system from (metadata.json)
         run(req, stage, result)
     except BaseException as e:  # reported as data; the parent turns it into a one-line error
@@ -64,12 +49,13 @@ def main(request_path: str) -> int:
 def run(req: dict, stage: Path, result: dict) -> None:
     import mlperf_loadgen as lg
 
-    from code.common import fast_sizing, monitor, ray_executor, scenarios
+    from code.common import scenarios
+    from code.common.harness import fast_sizing, monitor, ray_executor
     from code.common.errors import HarnessError, RunError
     from code.common.benchmarks import implementation, resolve
-    from code.common.runner import system_from_json
+    from code.common.harness.runner import system_from_json
     from code.common.settings import RunControl, RunSettings
-    from code.common.sut import BatchingSUT, CachingProcessor, NullProcessor, pending_bound
+    from code.common.harness.sut import BatchingSUT, CachingProcessor, NullProcessor, pending_bound
 
     spec = resolve(req["settings"]["benchmark"])
     settings = RunSettings.from_json(req["settings"], spec, system_from_json(req["system"]))
@@ -113,7 +99,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
                                 plant_first_token=control.plant_first_token,
                                 stop=qsl_impl.stop if qsl_impl.stops else None, strip_eos=gen.strip_eos)
     else:
-        if settings.values.get("executor") == "ray":     # the workers are Ray actors (code.common.ray_executor)
+        if settings.values.get("executor") == "ray":     # the workers are Ray actors (code.common.harness.ray_executor)
             pool = ray_pool(req, settings, engines, stage, result)
             procs = pool.processors()
             qsl_impl = ray_executor.RemoteQSL(qsl_impl, pool)
@@ -186,7 +172,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
 
 def ray_pool(req: dict, settings, engines: dict, stage: Path, result: dict):
     """The run's Ray actors; with none left mid-run, the child ends with the error and the record."""
-    from code.common import monitor, ray_executor
+    from code.common.harness import monitor, ray_executor
 
     pool = None
 

@@ -1,6 +1,6 @@
 """``executor=ray``: the SUT's workers as Ray actors on every node of a Ray cluster.
 
-LoadGen and the batching SUT (``code.common.sut``) stay in the harness child on the head node, so
+LoadGen and the batching SUT (``code.common.harness.sut``) stay in the harness child on the head node, so
 LoadGen sees one SUT and the order guarantees are the local ones: each SUT worker thread drives one
 ``RemoteProcessor``, which sends its batch (QSL indices) to its actor and completes the batch to
 LoadGen when the actor's numpy arrays come back. Nothing but Ray carries work or results.
@@ -61,9 +61,9 @@ def available() -> tuple[bool, str]:
 
 
 def versions() -> dict[str, str | None]:
-    from code.common.harness_child import versions as child_versions
+    from code.common.systems.facts import software_versions
 
-    out = child_versions()
+    out = software_versions()
     try:
         import ray
 
@@ -142,7 +142,7 @@ def connect(address: str | None, *, num_cpus: int | None = None) -> dict[str, An
     try:
         ray.init(**kw)
         if not address:                   # a run that aborts (watchdog, no actor left) stops it too
-            from code.common import monitor
+            from code.common.harness import monitor
 
             monitor.at_abort(ray.shutdown)
     except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError ...
@@ -274,7 +274,7 @@ class _Worker:
 
     def build(self, engines: Mapping[str, str]) -> dict[str, Any]:
         from code.common.benchmarks import implementation, resolve
-        from code.common.runner import system_from_json
+        from code.common.harness.runner import system_from_json
         from code.common.settings import RunSettings
 
         req = self.request
@@ -284,7 +284,7 @@ class _Worker:
         local = {c: self.engines.get(c) or self.local_engine(p) for c, p in engines.items()}
         self.qsl = bench.make_qsl()
         if self.null:                    # the harness's own ceiling: no model work on the actor either
-            from code.common.sut import NullProcessor
+            from code.common.harness.sut import NullProcessor
 
             bs = settings.batch_size() if not isinstance(settings.gpu_batch_size, dict) else 1
             procs = [NullProcessor(bs, self.null_service_s)]

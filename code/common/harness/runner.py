@@ -1,7 +1,7 @@
 """Run one LoadGen test in its own child process and record it as data.
 
 ``FromConfig`` must be called once per process, so every test gets a fresh interpreter
-(``python -m code.common.harness_child``). The child's working directory is a fresh staging folder
+(``python -m code.common.harness.child``). The child's working directory is a fresh staging folder
 beside the final log folder (``.<name>.pid<parent pid>.<random>.partial``): LoadGen writes there, an
 audit.config (compliance runs) is read from there, and the folder is renamed to its final name only
 once metadata.json is complete. The parent resolves the engines once and hands their paths to the
@@ -24,10 +24,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from code.common import calibration, explain, paths, scenarios
+from code.common import calibration, paths, scenarios
+from code.common.results import explain
 from code.common.errors import HarnessError, disk_full
 from code.common.fileio import clean_stale_partials, make_stage_dir, write_json, write_text
-from code.common.loadgen_logs import summarize
+from code.common.results.loadgen_logs import summarize
 from code.common.settings import RunControl, RunSettings
 
 
@@ -174,7 +175,7 @@ def _run_staged(settings: RunSettings, control: RunControl, log_dir: Path, stage
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     env["PYTHONPATH"] = str(paths.REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen([sys.executable, "-m", "code.common.harness_child", str(stage / "request.json")],
+    proc = subprocess.Popen([sys.executable, "-m", "code.common.harness.child", str(stage / "request.json")],
                             cwd=stage, env=env, preexec_fn=death_signal_hook())
     try:
         rc = proc.wait()
