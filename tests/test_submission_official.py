@@ -104,14 +104,9 @@ def tree(request, tmp_path_factory) -> dict:
             assert r.returncode in (0, 4), r.stdout + r.stderr   # 4: a timed comparison on a shared CPU
             if r.returncode == 4:
                 timed_out.append((bench, scen))
-    for mod in ("stage", "truncate", "export"):
-        args = ["-m", f"code.common.submission.{mod}"] + ([f"--round={ROUND}"] if mod != "truncate" else [])
-        import subprocess
-        import sys
-
-        r = subprocess.run([sys.executable, *args], cwd=Path(__file__).resolve().parents[1],
-                           env={**os.environ, **env}, capture_output=True, text=True, timeout=900)
-        assert r.returncode == 0, (mod, r.stdout, r.stderr)
+    for action in ("update_results", "truncate_results", "export_submission"):
+        r = run_main(f"--action={action}", *([f"--round={ROUND}"] if action != "truncate_results" else []), env=env)
+        assert r.returncode == 0, (action, r.stdout, r.stderr)
     return {"env": env, "submission": base / "build" / "submission", "stage": base / "stage", "round": ROUND,
             "timed_out": timed_out, "stdout": stdout}
 
