@@ -10,7 +10,7 @@ import numpy as np
 from code.bert import SPEC, dataset, model, squad
 from code.common import paths
 from code.common.backends import EngineSpec, backend_class, get_backend
-from code.common.backends.base import ModelSource, cpu_spin
+from code.common.backends.base import ModelSource
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
 from code.common.errors import MissingDataError
@@ -28,10 +28,6 @@ class BertBenchmark(Benchmark):
     spec = SPEC
 
     # --- locations ---------------------------------------------------------------------------
-    @property
-    def model_dir(self) -> Path:
-        return paths.models_dir("bert", self.settings.model_variant)
-
     @property
     def squad_path(self) -> Path:
         if self.settings.data_dir and not self.tiny:
@@ -128,19 +124,12 @@ class BertBenchmark(Benchmark):
 
     def engine_spec(self, device_id: int = 0, seq: int = -1) -> EngineSpec:
         s = self.settings
-        workers = len(self.workers())
-        name = "bert" if seq < 0 else f"bert-s{seq}"
-        return EngineSpec(name=name, batch_size=max(1, s.batch_size()), precision=s.precision,
-                          input_shapes={n: (-1, seq if seq > 0 else squad.MAX_SEQ) for n in model.INPUTS},
-                          workspace_bytes=s.workspace_size, intra_op_threads=self.intra_op_threads(),
-                          allow_spinning=cpu_spin(s.cpu_spin_wait, workers), device_id=device_id,
-                          extra={"variant": s.model_variant})
+        return self.engine_spec_for("bert" if seq < 0 else f"bert-s{seq}", max(1, s.batch_size()),
+                                    {n: (-1, seq if seq > 0 else squad.MAX_SEQ) for n in model.INPUTS}, device_id,
+                                    extra={"variant": s.model_variant})
 
     def onnx_path(self) -> Path:
-        p = self.model_dir / model.ONNX_NAME
-        if not p.exists():
-            raise MissingDataError(f"model not found: {p}", self.fix("download_model"))
-        return p
+        return self.model_file(model.ONNX_NAME)
 
     def _engine_lengths(self) -> tuple[int, ...]:
         """TensorRT: one engine per bucket (its profile fixes the sequence length; the harness's

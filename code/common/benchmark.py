@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
+    from code.common.backends import EngineSpec
     from code.common.calibration import CalibrationSet, Recipe
     from code.common.fields import Field
     from code.common.settings import RunSettings
@@ -103,6 +104,36 @@ class Benchmark(abc.ABC):
     def fix(self, action: str) -> str:
         """``make <action> BENCHMARKS=<this> [MODEL_VARIANT=tiny]``: see make_fix."""
         return make_fix(self.spec.name, action, self.settings.model_variant)
+
+    @property
+    def model_dir(self) -> Path:
+        """Where ``download_model`` puts this variant's model files."""
+        from code.common import paths
+
+        return paths.models_dir(self.spec.name, self.settings.model_variant)
+
+    def model_file(self, name: str) -> Path:
+        """A file ``download_model`` writes, or the one-line error naming it and the command that makes it."""
+        from code.common.errors import MissingDataError
+
+        p = self.model_dir / name
+        if not p.exists():
+            raise MissingDataError(f"model not found: {p}", self.fix("download_model"))
+        return p
+
+    def engine_spec_for(self, name: str, batch_size: int, input_shapes: Mapping[str, tuple[int, ...]],
+                        device_id: int = 0, **fields: Any) -> "EngineSpec":
+        """An engine spec with this run's precision, workspace, CPU threads and spin policy (what every engine of
+        every benchmark shares); ``fields`` sets the rest or overrides (``precision`` per component)."""
+        from code.common.backends import EngineSpec
+        from code.common.backends.base import cpu_spin
+
+        s = self.settings
+        base = {"precision": s.precision, "workspace_bytes": s.workspace_size,
+                "intra_op_threads": self.intra_op_threads(),
+                "allow_spinning": cpu_spin(s.cpu_spin_wait, len(self.workers()))}
+        return EngineSpec(name=name, batch_size=batch_size, input_shapes=input_shapes, device_id=device_id,
+                          **{**base, **fields})
 
     # --- data and model -----------------------------------------------------------------
     @abc.abstractmethod

@@ -18,7 +18,7 @@ import numpy as np
 
 from code.common import paths, progress
 from code.common.backends import EngineSpec, backend_class, get_backend
-from code.common.backends.base import ModelSource, cpu_spin
+from code.common.backends.base import ModelSource
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
 from code.common.errors import MissingDataError
@@ -38,10 +38,6 @@ class DLRMBenchmark(Benchmark):
     spec = SPEC
 
     # --- locations -----------------------------------------------------------------------------
-    @property
-    def model_dir(self) -> Path:
-        return paths.models_dir("dlrm_v2", self.settings.model_variant)
-
     @property
     def data_dir(self) -> Path:
         if self.settings.data_dir and not self.tiny:
@@ -169,9 +165,7 @@ class DLRMBenchmark(Benchmark):
         return self.settings.batch_size() * max(K.QUANTILE)
 
     def engine_spec(self, device_id: int = 0) -> EngineSpec:
-        s = self.settings
         cfg = self.config()
-        workers = len(self.workers())
         hot = sum(cfg.multi_hot)
         if self.full_model:
             shapes = {"dense": (-1, cfg.num_dense), "sparse": (-1, hot)}
@@ -179,10 +173,8 @@ class DLRMBenchmark(Benchmark):
         else:
             shapes = {"dense": (-1, cfg.num_dense), "pooled": (-1, len(cfg.num_embeddings), cfg.dim)}
             extra = {}
-        return EngineSpec(name="dlrm" if self.full_model else "dlrm_dense", batch_size=self.max_items(),
-                          precision=s.precision, input_shapes=shapes, workspace_bytes=s.workspace_size,
-                          profile_batch_sizes=(1, 200, self.max_items()), intra_op_threads=self.intra_op_threads(),
-                          allow_spinning=cpu_spin(s.cpu_spin_wait, workers), device_id=device_id, extra=extra)
+        return self.engine_spec_for("dlrm" if self.full_model else "dlrm_dense", self.max_items(), shapes, device_id,
+                                    profile_batch_sizes=(1, 200, self.max_items()), extra=extra)
 
     def onnx_path(self) -> Path:
         return model.export_dense_onnx(self.model_dir, self.fix("download_model"))

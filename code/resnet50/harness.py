@@ -9,7 +9,7 @@ import numpy as np
 
 from code.common import calibration, paths, progress
 from code.common.backends import EngineSpec, get_backend
-from code.common.backends.base import ModelSource, cpu_spin
+from code.common.backends.base import ModelSource
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
 from code.common.errors import MissingDataError
@@ -35,10 +35,6 @@ class ResNet50Benchmark(Benchmark):
     spec = SPEC
 
     # --- locations ---------------------------------------------------------------------------
-    @property
-    def model_dir(self) -> Path:
-        return paths.models_dir("resnet50", self.settings.model_variant)
-
     @property
     def image_dir(self) -> Path:
         if self.settings.data_dir:
@@ -119,19 +115,11 @@ class ResNet50Benchmark(Benchmark):
 
     # --- engines -----------------------------------------------------------------------------
     def engine_spec(self, device_id: int = 0) -> EngineSpec:
-        s = self.settings
-        workers = len(self.workers())
-        return EngineSpec(name="resnet50", batch_size=s.batch_size(), precision=s.precision,
-                          input_shapes={model.INPUT: (-1, 3, self.crop, self.crop)},
-                          workspace_bytes=s.workspace_size,
-                          intra_op_threads=self.intra_op_threads(),
-                          allow_spinning=cpu_spin(s.cpu_spin_wait, workers), device_id=device_id)
+        return self.engine_spec_for("resnet50", self.settings.batch_size(),
+                                    {model.INPUT: (-1, 3, self.crop, self.crop)}, device_id)
 
     def onnx_path(self) -> Path:
-        p = self.model_dir / model.ONNX_NAME
-        if not p.exists():
-            raise MissingDataError(f"model not found: {p}", self.fix("download_model"))
-        return p
+        return self.model_file(model.ONNX_NAME)
 
     def generate_engines(self) -> dict[str, str]:
         s = self.settings

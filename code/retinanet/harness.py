@@ -8,10 +8,10 @@ import numpy as np
 
 from code.common import paths, progress
 from code.common.backends import EngineSpec, backend_class, get_backend
-from code.common.backends.base import ModelSource, cpu_spin
+from code.common.backends.base import ModelSource
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
-from code.common.errors import MissingDataError, RunError
+from code.common.errors import RunError
 from code.common.fileio import staged_path, write_json
 from code.retinanet import SPEC, model
 from code.retinanet.accuracy import score
@@ -34,10 +34,6 @@ class RetinaNetBenchmark(Benchmark):
     @property
     def size(self) -> int:
         return model.input_size(self.settings.model_variant)
-
-    @property
-    def model_dir(self) -> Path:
-        return paths.models_dir("retinanet", self.settings.model_variant)
 
     @property
     def data_root(self) -> Path:
@@ -139,20 +135,12 @@ class RetinaNetBenchmark(Benchmark):
 
     # --- engines -----------------------------------------------------------------------------
     def engine_spec(self, device_id: int = 0) -> EngineSpec:
-        s = self.settings
-        workers = len(self.workers())
         name = "retinanet-head" if self.postprocess == "host" else "retinanet"
-        return EngineSpec(name=name, batch_size=1, precision=s.precision,     # the MLPerf graph is batch 1
-                          input_shapes={model.INPUT: (1, 3, self.size, self.size)},
-                          workspace_bytes=s.workspace_size,
-                          intra_op_threads=self.intra_op_threads(),
-                          allow_spinning=cpu_spin(s.cpu_spin_wait, workers), device_id=device_id,
-                          extra={"postprocess": self.postprocess, "variant": s.model_variant})
+        return self.engine_spec_for(name, 1, {model.INPUT: (1, 3, self.size, self.size)}, device_id,  # batch 1 graph
+                                    extra={"postprocess": self.postprocess, "variant": self.settings.model_variant})
 
     def onnx_path(self) -> Path:
-        full = self.model_dir / model.ONNX_NAME
-        if not full.exists():
-            raise MissingDataError(f"model not found: {full}", self.fix("download_model"))
+        full = self.model_file(model.ONNX_NAME)
         if self.postprocess != "host":
             return full
         head = self.model_dir / model.HEADLESS_NAME

@@ -18,7 +18,7 @@ from typing import Mapping
 
 from code.common import calibration, paths
 from code.common.backends import EngineSpec, get_backend
-from code.common.backends.base import ModelSource, cpu_spin
+from code.common.backends.base import ModelSource
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
 from code.common.errors import HarnessError, MissingDataError
@@ -43,10 +43,6 @@ class SDXLBenchmark(Benchmark):
     @property
     def variant(self) -> str:
         return self.settings.model_variant
-
-    @property
-    def model_dir(self) -> Path:
-        return paths.models_dir("sdxl", self.variant)
 
     @property
     def pipeline_dir(self) -> Path:
@@ -130,17 +126,12 @@ class SDXLBenchmark(Benchmark):
     def engine_specs(self, device_id: int = 0) -> dict[str, EngineSpec]:
         from code.sdxl.export import input_shapes
 
-        s = self.settings
         cfg = self._component_configs()
         bs, prec = self.batch_sizes(), self.precisions()
-        workers = len(self.workers())
-        threads = self.intra_op_threads()
         specs = {}
         for c in COMPONENTS:
             rows = 2 * bs[c] if c == "unet" else bs[c]
-            specs[c] = EngineSpec(name=c, batch_size=rows, precision=prec[c], input_shapes=input_shapes(c, cfg),
-                                  workspace_bytes=s.workspace_size, intra_op_threads=threads, device_id=device_id,
-                                  allow_spinning=cpu_spin(s.cpu_spin_wait, workers))
+            specs[c] = self.engine_spec_for(c, rows, input_shapes(c, cfg), device_id, precision=prec[c])
         return specs
 
     def _component_configs(self) -> dict[str, dict]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from code.common import paths, progress
 from code.common.backends import EngineSpec, backend_class, get_backend
-from code.common.backends.base import ModelSource, cpu_spin
+from code.common.backends.base import ModelSource
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
 from code.common.errors import MissingDataError
@@ -28,10 +28,6 @@ class UNet3DBenchmark(Benchmark):
     @property
     def cases(self) -> tuple[str, ...]:
         return dataset.TINY_CASES if self.tiny else K.INFERENCE_CASES
-
-    @property
-    def model_dir(self) -> Path:
-        return paths.models_dir("unet3d", self.settings.model_variant)
 
     @property
     def raw_dir(self) -> Path:
@@ -132,19 +128,11 @@ class UNet3DBenchmark(Benchmark):
         return int(self.settings.unet3d_patch_batch_size)
 
     def engine_spec(self, device_id: int = 0) -> EngineSpec:
-        s = self.settings
-        workers = len(self.workers())
         r = self.roi
-        return EngineSpec(name="unet3d", batch_size=self.patch_batch, precision=s.precision,
-                          input_shapes={model.INPUT: (-1, 1, r, r, r)}, workspace_bytes=s.workspace_size,
-                          intra_op_threads=self.intra_op_threads(),
-                          allow_spinning=cpu_spin(s.cpu_spin_wait, workers), device_id=device_id)
+        return self.engine_spec_for("unet3d", self.patch_batch, {model.INPUT: (-1, 1, r, r, r)}, device_id)
 
     def onnx_path(self) -> Path:
-        p = self.model_dir / model.ONNX_NAME
-        if not p.exists():
-            raise MissingDataError(f"model not found: {p}", self.fix("download_model"))
-        return p
+        return self.model_file(model.ONNX_NAME)
 
     def model_source(self) -> ModelSource:
         return ModelSource(self.onnx_path, module_factory="code.unet3d.model:eager_factory",

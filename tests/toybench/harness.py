@@ -9,10 +9,9 @@ import numpy as np
 
 from code.common import paths
 from code.common.backends import EngineSpec, get_backend
-from code.common.backends.base import ModelSource, cpu_spin
+from code.common.backends.base import ModelSource
 from code.common.benchmark import Benchmark, Processor
 from code.common.engines import get_or_build
-from code.common.errors import MissingDataError
 from code.common.fileio import load_array, staged_path, write_text
 from code.toybench import SPEC, model
 from code.toybench.accuracy import score
@@ -23,10 +22,6 @@ class ToyBenchmark(Benchmark):
     spec = SPEC
 
     # --- locations ---------------------------------------------------------------------------
-    @property
-    def model_dir(self) -> Path:
-        return paths.models_dir(SPEC.name, self.settings.model_variant)
-
     @property
     def data_dir(self) -> Path:
         s = self.settings
@@ -63,17 +58,10 @@ class ToyBenchmark(Benchmark):
 
     # --- engines -----------------------------------------------------------------------------
     def engine_spec(self, device_id: int = 0) -> EngineSpec:
-        s = self.settings
-        return EngineSpec(name=SPEC.name, batch_size=s.batch_size(), precision=s.precision,
-                          input_shapes={model.INPUT: (-1, model.FEATURES)}, workspace_bytes=s.workspace_size,
-                          intra_op_threads=self.intra_op_threads(),
-                          allow_spinning=cpu_spin(s.cpu_spin_wait, len(self.workers())), device_id=device_id)
+        return self.engine_spec_for(SPEC.name, self.settings.batch_size(), {model.INPUT: (-1, model.FEATURES)}, device_id)
 
     def onnx_path(self) -> Path:
-        p = self.model_dir / model.ONNX_NAME
-        if not p.exists():
-            raise MissingDataError(f"model not found: {p}", self.fix("download_model"))
-        return p
+        return self.model_file(model.ONNX_NAME)
 
     def generate_engines(self) -> dict[str, str]:
         s = self.settings
