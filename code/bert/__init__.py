@@ -10,7 +10,6 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_int, parse_str
 
 SPEC = BenchmarkSpec(
-    scratch_gb=3,                 # models + data + preprocessed data of the reference variant
     name="bert",
     mlperf_name="bert",
     loadgen_model="bert",
@@ -32,4 +31,5 @@ SPEC = BenchmarkSpec(
     starting_weights="model.onnx (MLCommons reference, BERT-Large SQuAD v1.1 fp32 384, zenodo 3733910)",
     input_data_types={"fp32": "int32", "fp16": "int32", "int8": "int32"},
     watchdog_s=300.0,
+    scratch_gb=3,                 # models + data + preprocessed data of the reference variant
 )

@@ -9,7 +9,6 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_str
 
 SPEC = BenchmarkSpec(
-    scratch_gb=300,                 # models + data + preprocessed data of the reference variant
     name="dlrm_v2",
     mlperf_name="dlrm-v2",
     loadgen_model="dlrm-v2",
@@ -29,4 +28,5 @@ SPEC = BenchmarkSpec(
     starting_weights="dlrm-v2 model_weights (MLCommons R2 dlrm-v2-model-weights.uri, torchsnapshot, 97.31 GB)",
     input_data_types={"fp16": "fp32"},
     watchdog_s=600.0,              # loading the real 40M-row tables takes minutes before the first sample
+    scratch_gb=300,                 # models + data + preprocessed data of the reference variant
 )

@@ -8,7 +8,6 @@ sample), so no first-token events are sent.
 from code.common.benchmark import BenchmarkSpec
 
 SPEC = BenchmarkSpec(
-    scratch_gb=30,                 # models + data + preprocessed data of the reference variant
     name="gptj",
     mlperf_name="gptj",
     loadgen_model="gptj",
@@ -19,4 +18,5 @@ SPEC = BenchmarkSpec(
     starting_weights="MLCommons fine-tuned GPT-J 6B checkpoint (CNN/DailyMail)",
     watchdog_s=600.0,
     generates_tokens=True,
+    scratch_gb=30,                 # models + data + preprocessed data of the reference variant
 )

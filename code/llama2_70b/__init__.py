@@ -8,7 +8,6 @@ Round v6.1 files only the 99.9 accuracy variant.
 from code.common.benchmark import BenchmarkSpec
 
 SPEC = BenchmarkSpec(
-    scratch_gb=280,                 # models + data + preprocessed data of the reference variant
     name="llama2_70b",
     mlperf_name="llama2-70b",
     loadgen_model="llama2-70b",
@@ -19,4 +18,5 @@ SPEC = BenchmarkSpec(
     starting_weights="meta-llama/Llama-2-70b-chat-hf",
     watchdog_s=900.0,
     generates_tokens=True,
+    scratch_gb=280,                 # models + data + preprocessed data of the reference variant
 )

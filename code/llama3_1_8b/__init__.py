@@ -10,7 +10,6 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_str
 
 SPEC = BenchmarkSpec(
-    scratch_gb=20,                 # models + data + preprocessed data of the reference variant
     name="llama3_1_8b",
     mlperf_name="llama3.1-8b",
     loadgen_model="llama3_1-8b",
@@ -26,4 +25,5 @@ SPEC = BenchmarkSpec(
     starting_weights="meta-llama/Llama-3.1-8B-Instruct (commit be673f32)",
     watchdog_s=600.0,
     generates_tokens=True,
+    scratch_gb=20,                 # models + data + preprocessed data of the reference variant
 )

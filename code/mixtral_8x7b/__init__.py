@@ -11,7 +11,6 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_int
 
 SPEC = BenchmarkSpec(
-    scratch_gb=100,                 # models + data + preprocessed data of the reference variant
     name="mixtral_8x7b",
     mlperf_name="mixtral-8x7b",
     loadgen_model="mixtral-8x7b",
@@ -31,4 +30,5 @@ SPEC = BenchmarkSpec(
     starting_weights="mistralai/Mixtral-8x7B-Instruct-v0.1 (MLCommons checkpoint, commit a60832cb)",
     watchdog_s=900.0,
     generates_tokens=True,
+    scratch_gb=100,                 # models + data + preprocessed data of the reference variant
 )

@@ -2,7 +2,6 @@
 from code.common.benchmark import BenchmarkSpec
 
 SPEC = BenchmarkSpec(
-    scratch_gb=15,                 # models + data + preprocessed data of the reference variant
     name="resnet50",
     mlperf_name="resnet50",
     loadgen_model="resnet50",
@@ -12,4 +11,5 @@ SPEC = BenchmarkSpec(
     precisions=("fp32", "fp16", "int8"),
     starting_weights="resnet50_v1.onnx (MLCommons reference, opset 11, zenodo 4735647)",
     input_data_types={"int8": "int8", "fp16": "fp16", "fp8": "fp8"},
+    scratch_gb=15,                 # models + data + preprocessed data of the reference variant
 )

@@ -8,7 +8,6 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_str
 
 SPEC = BenchmarkSpec(
-    scratch_gb=200,                 # models + data + preprocessed data of the reference variant
     name="retinanet",
     mlperf_name="retinanet",
     loadgen_model="retinanet",
@@ -25,4 +24,5 @@ SPEC = BenchmarkSpec(
     precisions=("fp32", "fp16", "int8"),
     starting_weights="resnext50_32x4d_fpn.onnx (MLCommons reference, zenodo 6617879)",
     input_data_types={"int8": "int8", "fp16": "fp16"},
+    scratch_gb=200,                 # models + data + preprocessed data of the reference variant
 )

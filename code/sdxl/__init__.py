@@ -9,7 +9,6 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_int, parse_str
 
 SPEC = BenchmarkSpec(
-    scratch_gb=30,                 # models + data + preprocessed data of the reference variant
     name="sdxl",
     mlperf_name="stable-diffusion-xl",
     loadgen_model="stable-diffusion-xl",
@@ -30,4 +29,5 @@ SPEC = BenchmarkSpec(
     precisions=("fp32", "fp16", "int8", "fp8"),
     starting_weights="stabilityai/stable-diffusion-xl-base-1.0 (MLCommons fp32/fp16 checkpoint)",
     watchdog_s=600.0,              # a batch of 20-step images on a slow GPU takes minutes
+    scratch_gb=30,                 # models + data + preprocessed data of the reference variant
 )

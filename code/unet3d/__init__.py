@@ -7,7 +7,6 @@ from code.common.benchmark import BenchmarkSpec
 from code.common.fields import Field, parse_int
 
 SPEC = BenchmarkSpec(
-    scratch_gb=30,                 # models + data + preprocessed data of the reference variant
     name="unet3d",
     mlperf_name="3d-unet",
     loadgen_model="3d-unet",
@@ -24,4 +23,5 @@ SPEC = BenchmarkSpec(
     starting_weights="3dunet_kits19_128x128x128_dynbatch.onnx (MLCommons reference, zenodo 5597155)",
     input_data_types={"int8": "int8", "fp16": "fp16"},
     watchdog_s=900.0,              # one real volume is up to ~100 patches of 128^3: minutes on a CPU
+    scratch_gb=30,                 # models + data + preprocessed data of the reference variant
 )

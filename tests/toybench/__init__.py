@@ -8,7 +8,6 @@ mlperf.conf knows only the official models.
 from code.common.benchmark import BenchmarkSpec
 
 SPEC = BenchmarkSpec(
-    scratch_gb=0.001,              # the model, raw vectors and preprocessed vectors: a few KB
     name="toybench",
     mlperf_name="toybench",
     loadgen_model="resnet50",
@@ -16,4 +15,5 @@ SPEC = BenchmarkSpec(
     scenarios=("Offline", "SingleStream"),
     impl="code.toybench.harness:ToyBenchmark",
     starting_weights="none: a seeded linear classifier built by make download_model",
+    scratch_gb=0.001,              # the model, raw vectors and preprocessed vectors: a few KB
 )
