@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -42,24 +41,17 @@ def _settings():
     return s[0]
 
 
-def _audit_with_fresh_reference(env, test, extra):
-    """The audit; if its verdict fails, again after a fresh reference run (at most three tries)."""
+def _audit(test, extra):
+    """One audit against the module's reference run. A timed comparison outside the threshold on this shared CPU
+    is the one failure assert_audit_passed accepts (as a warning), so it is not run again: a rerun of the
+    reference and the audit cost 40-80 s and changed nothing the test asserts."""
     from code.common.compliance.audit import run_audit
 
-    logs = Path(env["MLPERF_BUILD_DIR"]) / "logs"
-    for attempt in range(3):
-        if attempt:
-            for perf in logs.glob("*/*/sdxl/Offline/performance"):
-                shutil.rmtree(perf)
-            run_main("--action=run_harness", *ARGS, env=env, check=True)
-        rec = run_audit(_settings(), test, extra_audit_keys=extra, log=lambda *_: None)
-        if rec["passed"]:
-            break
-    return rec
+    return run_audit(_settings(), test, extra_audit_keys=extra, log=lambda *_: None)
 
 
 def test_compliance_sdxl_offline_test01_pass(env):
-    rec = _audit_with_fresh_reference(env, "TEST01", {"accuracy_log_sampling_target": 16})
+    rec = _audit("TEST01", {"accuracy_log_sampling_target": 16})
     assert rec["accuracy"]["passed"] and rec["accuracy"]["num_perf_log_entries"] > 0, rec["accuracy"]
     assert_audit_passed(rec)
     d = next((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / "TEST01").glob("*/sdxl/Offline"))
@@ -69,7 +61,7 @@ def test_compliance_sdxl_offline_test01_pass(env):
 
 
 def test_compliance_sdxl_offline_test04_pass(env):
-    rec = _audit_with_fresh_reference(env, "TEST04", {"min_query_count": 32})
+    rec = _audit("TEST04", {"min_query_count": 32})
     assert_audit_passed(rec)
     d = next((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / "TEST04").glob("*/sdxl/Offline"))
     md = json.loads((d / "metadata.json").read_text())

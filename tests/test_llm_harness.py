@@ -39,11 +39,11 @@ def generate_reference(env, bench="llama2_70b") -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def llama(tiny_llama, tmp_path_factory):
-    """Accuracy runs at batch 1 (the first 120 samples) and with in-flight batching (batch 16, all 240),
+    """Accuracy runs at batch 1 (the first 64 samples) and with in-flight batching (batch 16, all 240),
     and an Offline performance run sized by count, whose samples/s sizes the Server runs below."""
     root = tmp_path_factory.mktemp("llama_runs")
     out = {"root": root, "env": tiny_llama}
-    for name, bs, n in (("acc_bs1", 1, 120), ("acc_bs16", 16, 0)):
+    for name, bs, n in (("acc_bs1", 1, 64), ("acc_bs16", 16, 0)):
         run_main("--action=run_harness", *LLAMA, "--scenarios=Offline", "--test_mode=AccuracyOnly",
                  f"--gpu_batch_size={bs}", f"--llm_sample_count={n}", f"--log_dir={root / name}", env=tiny_llama,
                  check=True)
@@ -57,8 +57,8 @@ def llama(tiny_llama, tmp_path_factory):
 def test_llama_batch1_through_loadgen_is_token_identical_to_generate(llama):
     ref = generate_reference(llama["env"])
     got = tokens_of(llama["acc_bs1"]["log_dir"])
-    assert len(got) == 120 and len(ref) == 240
-    assert all(got[i] == ref[i] for i in range(120))
+    assert len(got) == 64 and len(ref) == 240
+    assert all(got[i] == ref[i] for i in range(64))
     acc = llama["acc_bs1"]["accuracy"]
     assert acc["passed"]
     for k in ("rouge1", "rouge2", "rougeL", "rougeLsum", "tokens_per_sample"):      # 4 significant digits
@@ -124,7 +124,8 @@ def test_llama_test06_passes_and_a_wrong_first_token_fails(llama):
                                                "Sample length check pass: True", "TEST06 verification complete"]
     rec = json.loads((verify.parent / "verification.json").read_text())
     assert rec["accuracy"]["samples"] >= 100 and "*.*.sample_concatenate_permutation = 0" in rec["audit_config"]
-    bad = run_main(*args, "--plant_first_token", env=llama["env"])
+    # one planted token fails it: the first 16 samples are enough for the failing run
+    bad = run_main(*args, "--plant_first_token", "--llm_sample_count=16", env=llama["env"])
     assert bad.returncode == 4 and "Traceback" not in bad.stderr
     assert "First token check pass: False" in verify.read_text()
     assert "differs from the first token" in bad.stdout
