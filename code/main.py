@@ -14,7 +14,7 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
     from code.common import args as A
     from code.common import benchmarks as B
     from code.common.configs import config_vers, resolve
-    from code.common.fields import ALL, ENGINE_AND_RUN
+    from code.common.fields import ALL, ENGINE_AND_RUN, RUN, TUNE
     from code.common.settings import RunSettings
     from code.common.systems import detect, match_system
 
@@ -44,7 +44,7 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
     for n in names:
         if n != ALL and (s := B.resolve(n)) not in specs:
             specs.append(s)
-    scen = {s.name: A.parse_scenarios(cli.get("scenarios", ()), s.scenarios) for s in specs}
+    scen = {s.name: A.parse_scenarios(cli.get("scenarios", ()), s.scenarios, s.name) for s in specs}
     A.check_applicable(cli, reg, action, [s.name for s in specs], scen)
     if action == "run_audit_harness" and not cli.get("audit_test"):
         raise HarnessError("--action=run_audit_harness needs --audit_test", "add --audit_test=TEST01 (or TEST04; TEST06 for LLMs)")
@@ -65,6 +65,10 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
                                        f"use --precision={spec.precisions[0]}")
                 if not cli.get("force"):
                     check_rate(spec, sc, system, reg, cli, ver, derived, values)
+                if action in RUN + TUNE:
+                    check_schedule(spec, sc, system, values, sources)
+                    if not cli.get("force"):
+                        check_arrivals(spec, sc, values, sources)
                 rs = RunSettings(spec, sc, system, values, sources, path, ver, tuple(notes))
                 if action in ENGINE_AND_RUN:
                     rs.round_entry()     # a benchmark the round does not have fails here, not after a run
@@ -105,6 +109,54 @@ def check_rate(spec, scenario, system, reg, cli, config_ver, derived, values) ->
                            f"{want * seconds:,.0f} samples for a {seconds:g} s run",
                            f"measure the real rate (make run_harness RUN_ARGS=\"--benchmarks={spec.name} "
                            f"--scenarios={scenario} --fast\"), or add --force to run it anyway")
+
+
+# LoadGen builds a performance run's whole query schedule before the first query, and the Python SUT receives each
+# sample as an object: 367-481 bytes per sample here (scripts/bench_loadgen_memory.py), 512 with headroom
+LOADGEN_BYTES_PER_SAMPLE = 512
+SCHEDULE_MEMORY_SHARE = 0.5     # of the machine's memory; the rest is the model's, the data's and the OS's
+
+
+def check_schedule(spec, scenario, system, values, sources) -> None:
+    """The samples a run's effective settings make LoadGen schedule (whatever set them: a flag, config.json,
+    --fast's defaults) must fit in memory: past SCHEDULE_MEMORY_SHARE of it the machine would swap or kill the
+    run long before its first result, so this holds even with --force."""
+    from code.common import scenarios
+
+    sc = scenarios.get(scenario)
+    seconds_default = 60000 if values.get("fast") else 600000
+    n = sc.planned_samples(values, seconds_default)
+    budget = system.info.memory_gb * 1e9 * SCHEDULE_MEMORY_SHARE
+    need = n * LOADGEN_BYTES_PER_SAMPLE
+    if not budget or need <= budget:
+        return
+    per_query = values.get(sc.samples_per_query) or 1 if sc.samples_per_query else 1
+    culprit = "min_query_count" if (values.get("min_query_count") or 0) * per_query >= n else sc.sizing
+    raise HarnessError(f"{spec.name} {scenario}: LoadGen would schedule about {n:,.0f} samples ({need / 1e9:,.1f} GB) "
+                       f"before the run starts, more than this machine's {system.info.memory_gb:,.0f} GB can hold "
+                       f"({culprit} = {values.get(culprit):,.0f}, from {sources.get(culprit, 'the defaults')})",
+                       f"{'raise' if culprit == sc.sizing and sc.latency_sized else 'lower'} {culprit} (make run_harness RUN_ARGS=\"--benchmarks={spec.name} --scenarios={scenario} "
+                       f"--fast\" measures a rate this system serves)")
+
+
+ARRIVAL_GAP_S = 60.0    # a mean gap between Server queries longer than this (and than min_duration) is refused
+
+
+def check_arrivals(spec, scenario, values, sources) -> None:
+    """A Server-like run whose rate brings less than one query in its minimum duration, a minute apart or more,
+    would sit waiting for LoadGen's next Poisson arrival with nothing outstanding (so no watchdog speaks): say so
+    before it starts."""
+    from code.common import scenarios
+
+    sc = scenarios.get(scenario)
+    qps = values.get(sc.sizing) if sc.runs_as_server else None
+    seconds = (values.get("min_duration") or (60000 if values.get("fast") else 600000)) / 1000
+    if not qps or 1 / qps <= max(seconds, ARRIVAL_GAP_S):
+        return
+    raise HarnessError(f"{spec.name} {scenario}: {sc.sizing} = {qps:g} (from {sources.get(sc.sizing, 'the defaults')}) "
+                       f"brings one query every {1 / qps:,.0f} s on average, less than one in the run's {seconds:g} s",
+                       f"raise {sc.sizing} (make run_harness RUN_ARGS=\"--benchmarks={spec.name} --scenarios={scenario} "
+                       "--fast\" measures a rate this system serves), or add --force to wait for it")
 
 
 def default_backend(system, spec=None) -> str:

@@ -92,9 +92,42 @@ def test_add_system_nearest_by_arch_and_memory_and_gpu_count(data_env, tmp_path)
     assert "based on GH200-96GB (closest Hopper GPU by memory)" in r.stdout, r.stdout
     off = json.loads((tmp_path / "configs/resnet50/Offline/config.json").read_text())
     assert "H20-96GBx2" in off
+    # again, and again with --force: the new system now matches its own GPU, and must not become its own base
+    snap = _tree_digest(tmp_path / "configs", tmp_path / "systems")
+    again = run_main("--action=add_system", "--system_id=H20-96GB", env=env)
+    assert again.returncode == 0 and "0 file(s) changed" in again.stdout and "kept" not in again.stdout, again.stdout
+    assert "based on GH200-96GB" in again.stdout, again.stdout
+    assert _tree_digest(tmp_path / "configs", tmp_path / "systems") == snap
+    forced = run_main("--action=add_system", "--system_id=H20-96GB", "--force", env=env)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    for cfg in (tmp_path / "configs").glob("*/*/config.json"):
+        assert not json.loads(cfg.read_text())["H20-96GBx2"]["extends"].startswith("H20-96GB"), cfg
+    info = run_main("--action=info", "--benchmarks=resnet50", "--scenarios=Offline", env=env)
+    assert info.returncode == 0 and "system id: H20-96GBx2" in info.stdout, info.stdout + info.stderr
 
 
-@pytest.mark.parametrize("case", ["unknown_base", "no_gpu", "mixed", "unknown_arch"])
+def test_add_system_with_a_300_character_gpu_name(data_env, tmp_path):
+    """A GPU name far longer than a file name may be: the proposed id is cut to 64 characters, and it works."""
+    gpu = {"name": "NVIDIA " + "Very Long Accelerator Name " * 11 + "Hopper", "pci_id": "0x2BB610DE",
+           "memory_mb": 81920}
+    r = run_main("--action=add_system", "--based_on=H100-SXM-80GB", env={**data_env, "MLPERF_FAKE_SYSTEM": _fake(gpu)})
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    [known] = [p for p in (tmp_path / "systems" / "known").glob("*.json") if "Very-Long" in p.name]
+    assert len(known.stem) <= 64 and json.loads(known.read_text())["system_id"] == known.stem
+
+
+def test_add_system_changes_nothing_when_one_config_file_is_broken(data_env, tmp_path):
+    """Every config file is read before any is written: a broken one midway is a one-line error naming it, and
+    no file (config, systems/known, description stub) has changed."""
+    broken = tmp_path / "configs/sdxl/Offline/config.json"
+    broken.write_text(broken.read_text().replace("{", "{,", 1))
+    snap = _tree_digest(tmp_path / "configs", tmp_path / "systems")
+    r = run_main("--action=add_system", "--based_on=H100-SXM-80GB", env=data_env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and str(broken) in r.stderr, r.stdout + r.stderr
+    assert _tree_digest(tmp_path / "configs", tmp_path / "systems") == snap
+
+
+@pytest.mark.parametrize("case", ["unknown_base", "no_gpu", "mixed", "unknown_arch", "bad_id"])
 def test_add_system_bad_input(data_env, tmp_path, case):
     env, args = dict(data_env), ["--action=add_system", "--based_on=H100-SXM-80GB"]
     if case == "unknown_base":
@@ -104,9 +137,12 @@ def test_add_system_bad_input(data_env, tmp_path, case):
     elif case == "mixed":
         env["MLPERF_FAKE_SYSTEM"] = _fake(GPU, {"name": "NVIDIA L4", "pci_id": "0x27B810DE"})
         want = ("mixed GPU models", "CUDA_VISIBLE_DEVICES")
-    else:
+    elif case == "unknown_arch":
         env["MLPERF_FAKE_SYSTEM"], args = _fake({"name": "Mystery Accelerator", "pci_id": "0x000110DE"}), args[:1]
         want = ("cannot tell the architecture", "--based_on=")
+    else:                                    # the fix names a command, not a file that was never written
+        args.append("--system_id=my gpu")
+        want = ("system id 'my gpu' is not usable", "--system_id=")
     snap = _tree_digest(tmp_path / "configs", tmp_path / "systems")
     r = run_main(*args, env=env)
     assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.startswith("error: "), r.stderr

@@ -321,6 +321,13 @@ def test_calibrate_benchmark_without_recipe(harness_env):
     _one_error(r, 2, "bert has no int8 calibration recipe yet", "--precision=fp16")
 
 
+def test_calibrate_refuses_a_float_precision_given_on_the_command_line(harness_env):
+    """--precision=fp16 asks for something make calibrate does not make: an error, not an int8 calibration
+    (or the reuse of one) in its place."""
+    r = run_main("--action=calibrate", "--benchmarks=resnet50", *TINY, "--precision=fp16", env=harness_env)
+    _one_error(r, 2, "--precision=fp16 needs no calibration", "--precision=int8")
+
+
 # --- the real calibration sets' download paths, against a local server ------------------------------------
 def test_resnet50_official_list_fetched_pinned(harness_env, tmp_path, mirror, monkeypatch):
     """The reference variant fetches cal_image_list_option_1.txt from the pinned commit (served locally,

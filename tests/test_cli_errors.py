@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
-from tests.conftest import run_main
+from tests.conftest import REPO, run_main
 
 
 def _assert_user_error(r, code: int, *needles: str):
@@ -34,6 +35,9 @@ def test_unknown_scenario_and_value(harness_env):
                        2, "Perf", "PerformanceOnly")
     _assert_user_error(run_main("--action=info", "--benchmarks=resnet50", "--gpu_batch_size=abc", env=harness_env),
                        2, "gpu_batch_size")
+    # of two benchmarks, the one that lacks the scenario is named (3D-UNet has no Server)
+    _assert_user_error(run_main("--action=info", "--benchmarks=resnet50,unet3d", "--scenarios=Server", env=harness_env),
+                       2, "scenario Server is not supported by unet3d", "Offline,SingleStream")
 
 
 def test_flag_that_does_not_apply_is_an_error(harness_env):
@@ -148,3 +152,48 @@ def test_submission_tools_share_the_schema(harness_env):
     flags = (paths.REPO_ROOT / "docs" / "flags.md").read_text()
     for f in ("submitter", "division", "staging_root", "stage_logs", "submission_dir", "tarball"):
         assert f"| `{f}` |" in flags, f
+
+
+@pytest.mark.parametrize("case", ["min_query_count", "forced_rate", "config_rate", "latency"])
+def test_a_schedule_larger_than_memory_is_refused_whatever_set_it(harness_env, tmp_path, case):
+    """LoadGen builds the whole query schedule before the first query, so a run whose effective settings (a flag,
+    --force or not, or config.json) ask for more samples than memory holds is refused at once: exit 2, one line
+    naming the setting and where it came from, and no run folder (it used to pass 6 GB in 17 s)."""
+    env = dict(harness_env, MLPERF_FAKE_SYSTEM='{"gpus": [], "memory_gb": 16}')
+    args = ["--action=run_harness", "--benchmarks=resnet50", "--model_variant=tiny", f"--log_dir={tmp_path / 'logs'}"]
+    if case == "min_query_count":
+        args += ["--scenarios=Offline", "--min_query_count=1000000000"]
+        named = "min_query_count = 1,000,000,000"
+    elif case == "forced_rate":
+        args += ["--scenarios=Server", "--server_target_qps=10000000", "--force"]
+        named = "server_target_qps = 10,000,000"
+    elif case == "latency":
+        args += ["--scenarios=SingleStream", "--single_stream_expected_latency_ns=1"]
+        named = "single_stream_expected_latency_ns = 1"
+    else:
+        configs = tmp_path / "configs"
+        shutil.copytree(REPO / "configs", configs)
+        cfg = configs / "resnet50" / "Server" / "config.json"
+        data = json.loads(cfg.read_text())
+        data["default"]["model_variant"]["tiny"]["server_target_qps"] = 1e8      # what a tiny run reads
+        cfg.write_text(json.dumps(data))
+        env["MLPERF_CONFIGS_DIR"] = str(configs)
+        args += ["--scenarios=Server"]
+        named = "server_target_qps = 100,000,000"
+    r = run_main(*args, env=env, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "LoadGen would schedule about" in err[0] and named in err[0], r.stderr
+    if case == "config_rate":
+        assert "config.json" in err[0], err[0]
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_server_rate_with_minutes_between_queries_is_refused(harness_env, tmp_path):
+    """--server_target_qps=0.001 used to wait silently (no sample outstanding, so no watchdog): refused before it
+    starts, naming the mean gap; --force runs it anyway (not run here: it would wait)."""
+    r = run_main("--action=run_harness", "--benchmarks=resnet50", "--model_variant=tiny", "--scenarios=Server",
+                 "--server_target_qps=0.001", f"--log_dir={tmp_path / 'logs'}", env=harness_env, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert "one query every 1,000 s on average" in r.stderr and "--force" in r.stderr, r.stderr
+    assert not (tmp_path / "logs").exists()

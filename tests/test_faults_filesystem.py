@@ -60,6 +60,16 @@ def test_disk_full_while_building_engines(tiny_resnet, tmp_path):
         assert not _partials(build), _partials(build)
 
 
+def test_disk_full_while_building_the_tiny_model(harness_env, tmp_path):
+    """torch.save on a full scratch disk fails with its own words ("unexpected pos"), and deleting the partial
+    file frees the space: the no-space error must come from the moment of the failure, naming the scratch disk."""
+    with _tmpfs(tmp_path / "scratch", "128k") as scratch:
+        r = run_main("--action=download_model", "--benchmarks=resnet50", "--model_variant=tiny",
+                     env={**harness_env, "MLPERF_SCRATCH_PATH": str(scratch)})
+        _assert_user_error(r, 3, f"no space left on {scratch}", "MLPERF_SCRATCH_PATH")
+        assert not _partials(scratch), _partials(scratch)
+
+
 @pytest.mark.parametrize("leave", [0, 24 << 10])
 def test_disk_full_while_writing_logs(tiny_resnet, tmp_path, leave):
     """No room at all (the parent's first write fails), or room for the parent's files but not for

@@ -152,11 +152,18 @@ def test_make_find_performance_end_to_end(tiny_resnet, tmp_path):
 
     cfg = tmp_path / "configs"
     shutil.copytree(paths.configs_dir() / "resnet50", cfg / "resnet50")
+    earlier = tmp_path / "l" / "AMD-EPYC-2c_ORT" / "resnet50" / "SingleStream" / "performance"   # an earlier search's
+    earlier.mkdir(parents=True)
+    (earlier / "metadata.json").write_text('{"earlier": true}')
     r = run_main("--action=find_performance", "--benchmarks=resnet50", "--model_variant=tiny",
                  "--scenarios=SingleStream", "--find_probe_seconds=1", "--write_config", f"--log_dir={tmp_path / 'l'}",
                  env={**tiny_resnet, "MLPERF_CONFIGS_DIR": str(cfg)})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Probes (" in r.stdout and "Chosen values" in r.stdout and "single_stream_expected_latency_ns =" in r.stdout
+    # this search's probes are in a folder of its own under --log_dir; nothing earlier is replaced
+    assert (earlier / "metadata.json").read_text() == '{"earlier": true}'
+    probes = [p for p in (tmp_path / "l").rglob("metadata.json") if p.parent != earlier]
+    assert probes and all(p.relative_to(tmp_path / "l").parts[0].startswith("find_performance-") for p in probes)
     written = json.loads((cfg / "resnet50" / "SingleStream" / "config.json").read_text())
     [ns] = [v["model_variant"]["tiny"]["single_stream_expected_latency_ns"] for k, v in written.items()
             if k != "default" and "single_stream_expected_latency_ns" in v.get("model_variant", {}).get("tiny", {})]

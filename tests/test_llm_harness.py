@@ -348,3 +348,64 @@ def test_llama_fast_sizes_itself_by_a_warm_up(tiny_llama, tmp_path):
     assert f["setting"] == "offline_expected_qps" and f["measured"]["samples_per_s"] > 0
     assert f["set"] == pytest.approx(1.1 * f["measured"]["samples_per_s"])
     assert m["valid"], m["invalid_reasons"]
+
+
+@pytest.mark.parametrize("damage", ["tokenizer.json", "tokenizer_config.json", "config.json", "model.safetensors",
+                                    "prompts.npz", "references.json"])
+def test_bad_input_damaged_llm_files_are_named(tiny_llama, tmp_path, monkeypatch, damage):
+    """A truncated checkpoint or preprocessed file: one error naming the file and the make target that rebuilds
+    it (transformers and numpy said only JSONDecodeError, "Error while deserializing header" or BadZipFile).
+    What the child reads is read here, in process, through the same benchmark methods."""
+    from code.common.benchmarks import implementation
+    from code.common.errors import HarnessError
+    from code.main import plan
+
+    env = private_scratch(tiny_llama, tmp_path, "llama2_70b")
+    scratch = Path(env["MLPERF_SCRATCH_PATH"])
+    where = "preprocessed_data" if damage in ("prompts.npz", "references.json") else "models"
+    [f] = [p for p in (scratch / where / "llama2_70b" / "tiny").rglob(damage)]
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])                    # a download or a copy cut short
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    _, [s] = plan(["--action=run_harness", *LLAMA, "--scenarios=Offline"])
+    bench = implementation(s.spec)(s)
+    with pytest.raises(HarnessError) as e:
+        if where == "models":
+            bench.generate_engines()
+        else:
+            bench.make_qsl()
+    assert str(f) in e.value.cause and "\n" not in e.value.cause, e.value.cause
+    assert ("make download_model" if where == "models" else "make preprocess_data") in e.value.fix, e.value.fix
+
+
+@pytest.mark.parametrize("case", ["empty_prompt", "id_past_vocab", "output_none", "fractional_id"])
+def test_bad_input_llm_data_set_found_at_preprocess(tiny_llama, tmp_path, monkeypatch, case):
+    """A data set whose prompts or references cannot be run is refused by preprocess_data with the sample named
+    (it used to be accepted and to end a run minutes later in a 2,000-line RecursionError)."""
+    import pandas as pd
+
+    from code.common.benchmarks import implementation
+    from code.common.errors import MissingDataError
+    from code.main import plan
+
+    env = private_scratch(tiny_llama, tmp_path, "llama2_70b")
+    [pkl] = (Path(env["MLPERF_SCRATCH_PATH"]) / "data" / "llama2_70b" / "tiny").glob("*.pkl")
+    df = pd.read_pickle(pkl)
+    if case == "empty_prompt":
+        df.at[df.index[2], "tok_input"] = []
+    elif case == "id_past_vocab":
+        df.at[df.index[2], "tok_input"] = list(df["tok_input"].iloc[2]) + [10**6]
+    elif case == "output_none":
+        df["output"] = None
+    else:
+        df.at[df.index[2], "tok_input"] = [1.5, 2.0]
+    df.to_pickle(pkl)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    _, [s] = plan(["--action=preprocess_data", *LLAMA])
+    with pytest.raises(MissingDataError) as e:
+        implementation(s.spec)(s).preprocess_data()
+    want = {"empty_prompt": "sample 2 has an empty prompt", "id_past_vocab": "token id 1000000, outside the model's "
+            "vocabulary", "output_none": "have no reference output", "fractional_id": "token id 1.5 is not an integer"}
+    assert want[case] in e.value.cause and "make download_data" in e.value.fix, e.value.cause

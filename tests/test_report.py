@@ -195,3 +195,43 @@ def test_every_round_target_has_a_reference():
                 assert ref and lo <= ref * 1.0000001, (rnd.version, e.name, m)
                 if m in e.accuracy_max:
                     assert ref <= e.accuracy_max[m]
+
+
+@pytest.mark.parametrize("case", ["run_logs", "plain_file"])
+def test_report_never_replaces_a_folder_it_did_not_write(runs, tiny_resnet, tmp_path, case):
+    """--report_dir naming the run logs themselves (plus a notes file), or a plain file: a one-line error before
+    anything is written, and every file still there, byte for byte."""
+    if case == "run_logs":
+        target = tmp_path / "logs"
+        shutil.copytree(runs, target)
+        (target / "notes.txt").write_text("keep me\n")
+    else:
+        target = tmp_path / "report.html"
+        target.write_text("<p>mine</p>\n")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    r = run_main("--action=report", f"--report_logs={runs}", f"--report_dir={target}", env=tiny_resnet)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and str(target) in err[0], r.stderr
+    assert ("did not write" if case == "run_logs" else "is a file") in err[0]
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]
+
+
+def test_report_survives_a_damaged_latest_pointer_and_record(runs, tiny_resnet, tmp_path):
+    """A binary build/logs/LATEST is a missing pointer (the one-line "no runs" error), and a metadata.json whose
+    "results" is a list is drawn without LoadGen's percentiles, not an internal error."""
+    build = tmp_path / "build"
+    (build / "logs").mkdir(parents=True)
+    (build / "logs" / "LATEST").write_bytes(b"\x00\xff\xfe binary\n")
+    r = run_main("--action=report", env={**tiny_resnet, "MLPERF_BUILD_DIR": str(build)})
+    assert r.returncode == 2 and "no runs to report" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    logs = tmp_path / "logs"
+    shutil.copytree(runs, logs)
+    md = next(p for p in logs.rglob("metadata.json") if '"Server"' in p.read_text())
+    meta = json.loads(md.read_text())
+    meta["results"] = [1, 2]
+    md.write_text(json.dumps(meta))
+    r = run_main("--action=report", f"--report_logs={logs}", f"--report_dir={tmp_path / 'rep'}", "--benchmarks=resnet",
+                 env=tiny_resnet)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr

@@ -235,3 +235,34 @@ def test_audit_configs_match_checkout(inference, version):
                 extra.setdefault(scen, {})[key] = int(v)
         want = extra if "TEST04" in rb.compliance_tests else {}
         assert {s: dict(kv) for s, kv in rb.test04_extra.items()} == want, f"{version} {name} TEST04"
+
+
+def test_system_fields_match_checker(checker, inference):
+    """code.common.submission.sysdesc's field lists and types against the checker's: the required and
+    must-be-meaningful fields are its lists; the fields its results table does int() on are whole numbers, and
+    those its checks call .lower() on are text (sysdesc.field_problem judges them so)."""
+    from code.common.submission import sysdesc
+
+    if not hasattr(checker, "SYSTEM_DESC_REQUIRED_FIELDS"):
+        pytest.skip("the checker in MLPERF_INFERENCE_DIR has no SYSTEM_DESC_REQUIRED_FIELDS")
+    assert list(sysdesc.REQUIRED_FIELDS) == list(checker.SYSTEM_DESC_REQUIRED_FIELDS)
+    assert list(sysdesc.MEANINGFUL_FIELDS) == list(checker.SYSTEM_DESC_MEANINGFUL_RESPONSE_REQUIRED_FIELDS)
+    assert set(sysdesc.WHOLE_NUMBER_FIELDS) | set(sysdesc.TEXT_FIELDS) >= set(checker.SYSTEM_DESC_REQUIRED_FIELDS)
+    assert not set(sysdesc.WHOLE_NUMBER_FIELDS) & set(sysdesc.TEXT_FIELDS)
+    tools = inference / "tools" / "submission" / "submission_checker"
+    if not (tools / "results.py").is_file():
+        pytest.skip(f"{tools} has no results.py / checks/ (older layout)")
+    as_int = set(re.findall(r'int\(\s*row\["(\w+)"\]\)', (tools / "results.py").read_text()))
+    assert as_int and as_int <= set(sysdesc.WHOLE_NUMBER_FIELDS), as_int
+    lowered = set()
+    for p in (tools / "checks").glob("*.py"):
+        text = p.read_text()
+        lowered |= set(re.findall(r'system_json(?:\.get\(|\[)"(\w+)"[\])]\.lower\(\)', text))
+    lowered.add(checker.SYSTEM_DESC_IS_NETWORK_MODE)      # is_network: read through the constant, then .lower()
+    assert {"status", "submitter", "division", "system_type"} <= lowered, lowered
+    assert lowered <= set(sysdesc.TEXT_FIELDS), lowered
+    for k in sysdesc.WHOLE_NUMBER_FIELDS:
+        assert sysdesc.field_problem(k, 2) is None and sysdesc.field_problem(k, "2") is None
+        assert sysdesc.field_problem(k, "two") and sysdesc.field_problem(k, {})
+    for k in sysdesc.TEXT_FIELDS:
+        assert sysdesc.field_problem(k, "x") is None and sysdesc.field_problem(k, [1])

@@ -93,6 +93,8 @@ def test_runner_sigterm_stops_child_and_removes_staging(tiny_resnet, tmp_path):
         time.sleep(0.1)
     assert not _alive(child)
     assert not list(log_dir.rglob("*.partial")) and not list(log_dir.rglob("metadata.json"))
+    # nor the empty <system>/<benchmark>/<scenario> folders it made; the --log_dir named stays
+    assert log_dir.is_dir() and not list(log_dir.iterdir()), sorted(log_dir.rglob("*"))
 
 
 @pytest.mark.timeout(600)

@@ -430,3 +430,155 @@ def test_submission_tools_answer_bad_files_in_one_line(exported, tmp_path, capsy
         (tmp_path / f).write_text("")
     sel = choose([run])
     assert not sel.performance and "not a number" in sel.skipped[0][1]
+
+
+def test_exports_of_other_divisions_and_submitters_stay(exported, tmp_path):
+    """An export owns <out>/<division>/<submitter> only: an open export after a closed one, or another
+    submitter's, leaves the earlier trees; each tarball holds its own submitter's divisions only."""
+    import tarfile
+
+    out = tmp_path / "submission"
+    kw = dict(version="v6.1", root=exported["root"], out=out, log=lambda *_: None)
+    closed = export.export(submitter="OpenHarness", division="closed", **kw)
+    before = files_under(closed)
+    export.export(submitter="OpenHarness", division="open", **kw)
+    export.export(submitter="OtherOrg", division="closed", **kw)
+    assert files_under(closed) == before and (out / "open" / "OpenHarness" / "results").is_dir()
+    with tarfile.open(tmp_path / "mlperf_submission_OpenHarness.tar.gz") as tf:
+        tops = {n.split("/")[0] + "/" + n.split("/")[1] for n in tf.getnames() if n.count("/") >= 1}
+    assert tops == {"closed/OpenHarness", "open/OpenHarness"}
+    with tarfile.open(tmp_path / "mlperf_submission_OtherOrg.tar.gz") as tf:
+        assert {n.split("/")[1] for n in tf.getnames() if n.count("/") >= 1} == {"OtherOrg"}
+
+
+@pytest.mark.parametrize("case", ["file_at_out", "folder_at_tarball", "foreign_tree"])
+def test_export_refuses_to_replace_what_it_did_not_write(exported, tmp_path, case):
+    """A plain file where the export folder goes, a folder where the tarball goes, or a <division>/<submitter>
+    folder holding other things: a one-line error before anything is written, and nothing replaced or left."""
+    out = tmp_path / "submission"
+    kw = dict(submitter="OpenHarness", division="closed", version="v6.1", root=exported["root"], out=out,
+              log=lambda *_: None)
+    if case == "file_at_out":
+        out.write_text("notes\n")
+    elif case == "folder_at_tarball":
+        final = export.export(**kw)
+        before = files_under(final)
+        (tmp_path / "mlperf_submission_OpenHarness.tar.gz").unlink()
+        (tmp_path / "mlperf_submission_OpenHarness.tar.gz").mkdir()
+    else:
+        (out / "closed" / "OpenHarness").mkdir(parents=True)
+        (out / "closed" / "OpenHarness" / "my_notes.txt").write_text("keep me\n")
+    listing = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    with pytest.raises(HarnessError) as e:
+        export.export(**kw)
+    assert "\n" not in e.value.cause and e.value.fix, e.value.cause
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == listing
+    if case == "folder_at_tarball":
+        assert "tarball" in e.value.cause and files_under(final) == before
+    elif case == "foreign_tree":
+        assert "my_notes.txt" in e.value.cause
+
+
+def test_staging_and_export_clean_what_a_killed_one_left(exported, tmp_path):
+    """update_results and export_submission killed midway (SIGTERM, SIGKILL) leave their staging folders; the
+    next run of either removes those of dead owners on this host, and leaves a live one alone."""
+    import subprocess
+    import sys
+
+    from code.common.fileio import _host, partial_prefix
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    dead = p.pid
+    root, out = tmp_path / "stage", tmp_path / "submission"
+    stale = [root / f".staging.pid{dead}-{_host()}.a1.partial", root / f".results.pid{dead}-{_host()}.old.partial",
+             out / "closed" / f".OpenHarness.pid{dead}-{_host()}.b2.partial",
+             tmp_path / f".mlperf_submission_OpenHarness.tar.gz.pid{dead}-{_host()}.c3.tar.gz.partial"]
+    live = root / f"{partial_prefix(root / 'staging')}d4.partial"        # this process: alive
+    for d in stale[:3] + [live]:
+        d.mkdir(parents=True)
+    stale[3].write_text("half a tarball")
+    _stage(root=root)
+    export.export(submitter="OpenHarness", division="closed", version="v6.1", root=root, out=out,
+                  log=lambda *_: None)
+    assert [d for d in stale if d.exists()] == [] and live.is_dir()
+
+
+# --- wrong-typed input: one line naming the file (and field), never a traceback or a half-written tree ----------
+
+def _set_field(key, value):
+    def edit(p: Path) -> None:
+        p.write_text(json.dumps(dict(json.loads(p.read_text()), **{key: value})))
+    return edit
+
+
+_SYSTEMS = f"closed/OpenHarness/systems/{SYS}.json"
+_OFFLINE = f"closed/OpenHarness/results/{SYS}/resnet/Offline"
+# name: (file under the exported tree, how it is spoilt, what the one finding says)
+_BAD_TREE = {
+    "systems_list": (_SYSTEMS, lambda p: p.write_text("[1, 2]"), "expected a JSON dict, found a list"),
+    "nodes_two": (_SYSTEMS, _set_field("number_of_nodes", "two"),
+                  'field number_of_nodes is "two", not a whole number'),
+    "cores_dict": (_SYSTEMS, _set_field("host_processor_core_count", {}),
+                   "field host_processor_core_count is {}, not a whole number"),
+    "detail_not_int": (f"{_OFFLINE}/performance/run_1/mlperf_log_detail.txt",
+                       lambda p: p.write_text(_sub(None, "effective_min_duration_ms", '"sixty"', p.read_text())),
+                       "effective_min_duration_ms is 'sixty', not an integer"),
+    "accuracy_binary": (f"{_OFFLINE}/accuracy/accuracy.txt", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe"),
+                        "not text (a binary file"),
+    "measurements_list": (f"{_OFFLINE}/measurements.json", lambda p: p.write_text("[]"),
+                          "expected a JSON dict, found a list"),
+}
+
+
+@pytest.mark.parametrize("case", list(_BAD_TREE))
+def test_check_submission_names_a_wrong_typed_file_in_one_line(clean_tree, case, capsys):
+    rel, spoil, says = _BAD_TREE[case]
+    spoil(clean_tree / rel)
+    rc = main(["--action=check_submission", f"--submission_dir={clean_tree}"])
+    out, err = capsys.readouterr()
+    errors = [ln for ln in (out + err).splitlines() if ln.startswith(("ERROR", "error:"))]
+    assert rc == 1 and len(errors) == 1, out + err
+    assert errors[0].startswith(f"ERROR {rel}: ") and says in errors[0] and "(fix: " in errors[0], errors
+    assert "Traceback" not in out + err and not list(clean_tree.rglob("*.partial")), out + err
+
+
+def _metadata_sixty(logs: Path) -> Path:
+    md = logs / "t1" / SYS / "resnet50" / "Offline" / "performance" / "metadata.json"
+    meta = json.loads(md.read_text())
+    meta["effective"]["effective_min_duration_ms"] = "sixty"
+    md.write_text(json.dumps(meta))
+    return md
+
+
+# name: (file spoilt: "systems" or "metadata", how, what the one error line says)
+_BAD_STAGE = {
+    "systems_list": ("systems", lambda p: p.write_text("[1, 2]"), "expected a JSON dict, found a list"),
+    "nodes_two": ("systems", _set_field("number_of_nodes", "two"), 'field number_of_nodes is "two", not a whole number'),
+    "cores_dict": ("systems", _set_field("host_processor_core_count", {}),
+                   "field host_processor_core_count is {}, not a whole number"),
+    "metadata_sixty": ("metadata", _metadata_sixty,
+                       "field effective.effective_min_duration_ms is 'sixty', not an integer"),
+}
+
+
+@pytest.mark.parametrize("case", list(_BAD_STAGE))
+def test_update_results_names_a_wrong_typed_file_in_one_line(exported, tmp_path, case, capsys):
+    """The staged tree is left exactly as it was: no .staging-* folder, no .partial file, no rewritten file."""
+    which, spoil, says = _BAD_STAGE[case]
+    root, logs = tmp_path / "stage", tmp_path / "logs"
+    shutil.copytree(exported["root"], root)
+    shutil.copytree(exported["build"] / "logs", logs)
+    if which == "systems":
+        bad = root / "systems" / f"{SYS}.json"
+        spoil(bad)
+    else:
+        bad = spoil(logs)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    rc = main(["--action=update_results", f"--staging_root={root}", f"--stage_logs={logs}"])
+    out, err = capsys.readouterr()
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert rc == 2 and len(errors) == 1 and f"{bad}: " in errors[0] and says in errors[0], err
+    assert "\n  fix: " in err and "Traceback" not in out + err, err
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    assert not list(root.glob(".staging-*")) and not list(root.rglob("*.partial"))

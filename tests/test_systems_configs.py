@@ -145,3 +145,33 @@ def test_shipped_configs_are_all_valid():
     assert files
     for f in files:
         validate_file(f, reg, f.parent.name, f.parent.parent.name)
+
+
+@pytest.mark.parametrize("shape", ["wide", "deep"])
+def test_config_validation_time_grows_linearly(tmp_path, shape):
+    """A config file of many blocks (8 MB, 60,000 blocks) or a long "extends" chain (10,000 deep) is validated in
+    time linear in its size: each block's position and line were looked up eagerly, and each chain walked from
+    scratch, which never finished in 150 s. Measured as a ratio, side by side: 4x the blocks must cost well under
+    the 16x a quadratic check takes."""
+    import time
+
+    from code.common.benchmarks import registry
+    from code.common.configs import validate_file
+
+    reg = registry()
+
+    def seconds(n: int) -> float:
+        d = {"default": {"gpu_batch_size": 1}}
+        for i in range(n):
+            d[f"blk{i}"] = ({"extends": "default", "gpu_batch_size": 8, "description": "x" * 60} if shape == "wide"
+                            else {"extends": f"blk{i + 1}" if i < n - 1 else "default", "gpu_batch_size": 8})
+        p = tmp_path / f"{shape}{n}" / "config.json"
+        p.parent.mkdir()
+        p.write_text(json.dumps(d, indent=1))
+        t = time.perf_counter()
+        assert len(validate_file(p, reg, "Offline", "resnet50")) == n + 1
+        return time.perf_counter() - t
+
+    seconds(500)                                       # warm: imports and caches
+    small, large = seconds(2500), seconds(10000)
+    assert large / small < 8, (small, large)

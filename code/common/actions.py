@@ -156,7 +156,7 @@ def action_run_harness(cli, settings) -> int:
     from code.common import paths
     from code.common.results import records
     from code.common.harness import runner
-    from code.common.fileio import sweep_stale_partials
+    from code.common.fileio import prune_empty_dirs, sweep_stale_partials
     from code.common.settings import RunControl
 
     for root in (paths.logs_dir(), paths.compliance_logs_dir()):
@@ -179,13 +179,17 @@ def action_run_harness(cli, settings) -> int:
             jobs.setdefault(i, []).append((control, d))
     metas = []
     root = None
-    for i, s in enumerate(settings):
-        for n in s.notes:
-            print(f"[run_harness] note: {n}")
-        engines = _bench(s).generate_engines()   # once, before the timed child starts; the child gets the paths
-        for control, log_dir in jobs[i]:
-            root = log_dir.parents[3]
-            metas.append(runner.run_one(s, control, log_dir, engines))
+    try:
+        for i, s in enumerate(settings):
+            for n in s.notes:
+                print(f"[run_harness] note: {n}")
+            engines = _bench(s).generate_engines()   # once, before the timed child starts; the child gets the paths
+            for control, log_dir in jobs[i]:
+                root = log_dir.parents[3]
+                metas.append(runner.run_one(s, control, log_dir, engines))
+    finally:                        # a stopped or failed invocation leaves no empty folders of its own
+        for d, given in {(log_dir.parents[3], bool(c.log_dir)) for js in jobs.values() for c, log_dir in js}:
+            prune_empty_dirs(d, keep_root=given)     # a --log_dir the user named stays, even empty
     if root is not None:
         records.set_latest(root)
         print(f"\nResults of this invocation ({root}; again: python scripts/print_harness_result.py {root})")
@@ -270,7 +274,7 @@ def action_export_submission(cli, settings) -> int:
     from code.common.submission import export
 
     export.export(submitter=_given(cli, "submitter"), division=_given(cli, "division"), version=cli.get("round"),
-                  root=_staging_root(cli), tarball=_given(cli, "tarball"))
+                  root=_staging_root(cli), out=cli.get("submission_dir"), tarball=_given(cli, "tarball"))
     return 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from code.common import paths
 from code.common.errors import HarnessError, did_you_mean
 from code.common.fileio import write_json, write_text
-from code.common.systems.system_list import KnownSystems, SystemClass, check_user_entry
+from code.common.systems.system_list import SYSTEM_ID, KnownSystems, SystemClass, check_user_entry
 
 # Architecture from the marketing name when the GPU is unknown (newest families first).
 _ARCH_BY_NAME = (("Blackwell", r"\bB\d{2,3}\b|GB\d{3}|Blackwell|RTX PRO"), ("Hopper", r"\bG?H\d{2,3}\b"),
@@ -33,6 +33,7 @@ SPREAD_KEYS = ("offline_expected_qps", "server_target_qps")    # per-system rate
 def propose_id(name: str, memory_mb: int) -> str:
     """"NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887 MB -> "RTX-PRO-6000-Blackwell-Server-Edition-96GB"."""
     base = re.sub(r"[^A-Za-z0-9]+", "-", re.sub(r"^NVIDIA\s+", "", name.strip(), flags=re.I)).strip("-")
+    base = base[:56].rstrip("-") or "GPU"          # SYSTEM_ID's 64 characters, with room for "-<n>GB"
     gb = round(memory_mb / 1024) if memory_mb else 0
     return f"{base}-{gb}GB" if gb and f"{gb}GB" not in base else base
 
@@ -46,9 +47,10 @@ def _class_memory_gb(c: SystemClass) -> int:
     return int(m.group(1)) if m else 0
 
 
-def nearest(gpu, based_on: str | None) -> tuple[SystemClass, str]:
-    """(the known class the new system's blocks extend, why that one)."""
-    classes = KnownSystems.gpu_classes()
+def nearest(gpu, based_on: str | None, new_id: str = "") -> tuple[SystemClass, str]:
+    """(the known class the new system's blocks extend, why that one). Never the system being added: once
+    registered it matches its own GPU, and its blocks would extend themselves."""
+    classes = [c for c in KnownSystems.gpu_classes() if c.system_id.lower() != new_id.lower()]
     if based_on:
         by_id = {c.system_id.lower(): c for c in classes}
         c = by_id.get(based_on.lower()) or by_id.get(re.sub(r"x\d+$", "", based_on.lower()))
@@ -127,15 +129,21 @@ def add_system(cli: dict, log=print) -> int:
         raise HarnessError(f"mixed GPU models detected ({', '.join(names)}): one system id covers one model",
                            "select one model with CUDA_VISIBLE_DEVICES=<its indices>, then make add_system")
     gpu, count = info.gpus[0], len(info.gpus)
-    cls, why = nearest(gpu, cli.get("based_on"))
     new_id = cli.get("system_id") or propose_id(gpu.name, gpu.memory_mb)
+    if not re.fullmatch(SYSTEM_ID, new_id):       # before any file is named after it
+        raise HarnessError(f"system id '{new_id[:70]}{'...' if len(new_id) > 70 else ''}' is not usable: 1 to 64 "
+                           "letters, digits, '-', '_' or '.', starting with a letter or digit",
+                           'make add_system RUN_ARGS="--system_id=My-GPU-96GB"')
+    cls, why = nearest(gpu, cli.get("based_on"), new_id)
     force = bool(cli.get("force"))
     entry = {"system_id": new_id, "gpu_names": [gpu.name], "pci_ids": [f"0x{gpu.device_id.upper()}"],
              "arch": arch_of(gpu.name) or cls.arch, "counts": sorted({1, count}),
              "description": f"added by make add_system; config blocks extend {cls.system_id} ({why})"}
     known = paths.systems_dir() / "known" / f"{new_id}.json"
     check_user_entry(entry, known)
-    changed = _put_json(known, entry, force, log)
+    # every config file is read and its new text made before any file is written: a broken one stops the
+    # whole command with nothing changed
+    edits = []
     for path in _config_files():
         blocks, _ = load_file(path)
         name = f"{new_id}x{count}"
@@ -146,9 +154,12 @@ def add_system(cli: dict, log=print) -> int:
         if name in blocks and not force:
             log(f"[add_system] kept {rel}#{name}: edited by hand (--force replaces it)")
             continue
-        write_text(path, set_block(path, name, block))
+        edits.append((path, set_block(path, name, block), f"[add_system] {rel}#{name} extends {block['extends']}"))
+    changed = _put_json(known, entry, force, log)
+    for path, text, line in edits:
+        write_text(path, text)
         changed += 1
-        log(f"[add_system] {rel}#{name} extends {block['extends']}")
+        log(line)
     changed += _description_stub(new_id, count, force, log)
     log(f"[add_system] {new_id}x{count} ({count} x {gpu.name}, {entry['arch']}) based on {cls.system_id} ({why}): "
         f"{changed} file(s) changed" + ("" if changed else " (already registered)"))

@@ -61,7 +61,7 @@ def _fix_for(f: Field) -> str:
     return f"use --{f.name}=<{f.type_name}>"
 
 
-def parse_scenarios(names: Sequence[str], supported: Sequence[str]) -> list[str]:
+def parse_scenarios(names: Sequence[str], supported: Sequence[str], benchmark: str = "this benchmark") -> list[str]:
     out = []
     if ALL in (n.lower() for n in names):
         return list(supported)
@@ -74,8 +74,8 @@ def parse_scenarios(names: Sequence[str], supported: Sequence[str]) -> list[str]
             out.append(canon)
     for s in out:
         if s not in supported:
-            raise HarnessError(f"scenario {s} is not supported by this benchmark (supported: {', '.join(supported)})",
-                               f"use --scenarios={','.join(supported)}")
+            raise HarnessError(f"scenario {s} is not supported by {benchmark} (supported: {', '.join(supported)})",
+                               f"use --scenarios={','.join(supported)} for {benchmark}, or leave it out of --benchmarks")
     return out or list(supported)
 
 

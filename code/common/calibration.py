@@ -330,9 +330,17 @@ FP8_ARCHS = ("Ada", "Hopper", "Blackwell")     # compute capability 8.9 and up: 
 
 
 def precision_to_calibrate(settings) -> str:
-    """``--precision`` when it is int8/fp8, else int8 (``make calibrate`` on a system whose config asks
-    for fp16/fp32 prepares the int8 model)."""
-    return settings.precision if settings.precision in QUANTIZED else "int8"
+    """``--precision`` when it is int8/fp8; int8 when the precision is a float one from config.json (``make
+    calibrate`` on a system whose config asks for fp16/fp32 prepares the int8 model). A float precision given
+    on the command line is a mistake said so, never an int8 calibration done in its place."""
+    if settings.precision in QUANTIZED:
+        return settings.precision
+    if settings.sources.get("precision") == "cli":
+        name = settings.spec.name
+        raise HarnessError(f"--precision={settings.precision} needs no calibration: make calibrate makes int8 and fp8 "
+                           "models", f'make calibrate RUN_ARGS="--benchmarks={name} --precision=int8" (or fp8); '
+                           f'{settings.precision} engines build from the model as it is (make generate_engines)')
+    return "int8"
 
 
 def recipe_for(bench, component: str, precision: str) -> Recipe:

@@ -44,6 +44,22 @@ def _internal(e: Exception) -> int:
     """Anything else is a bug: one line saying so (MLPERF_DEBUG=1 re-raises for the traceback)."""
     if os.environ.get("MLPERF_DEBUG"):
         raise e
+    full = _full_output_disk()
+    if full is not None:           # a library failed its write on a full disk in its own words
+        print(full.render(), file=sys.stderr)
+        return full.exit_code
     print(f"error: internal error: {type(e).__name__}: {e}\n  fix: rerun with MLPERF_DEBUG=1 for the traceback "
           "and report it", file=sys.stderr)
     return 1
+
+
+def _full_output_disk():
+    """The no-space error of the first folder the harness writes to (scratch, build) that is full, else None."""
+    from code.common import paths
+    from code.common.errors import disk_full
+
+    for folder in (paths.scratch_path(), paths.build_dir()):
+        full = disk_full(folder) if folder.exists() else None
+        if full is not None:
+            return full
+    return None

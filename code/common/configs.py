@@ -39,7 +39,8 @@ def _rel(path: Path) -> Path:
     return path.relative_to(paths.REPO_ROOT) if path.is_relative_to(paths.REPO_ROOT) else path
 
 
-def _line_of(text: str, key: str, after: int = 0) -> int | None:
+def _line_of(text: str, key: str, after: "int | _Where" = 0) -> int | None:
+    after = after.pos if isinstance(after, _Where) else after
     m = re.compile(r'"' + re.escape(key) + r'"\s*:').search(text, after)
     return text.count("\n", 0, m.start()) + 1 if m else None
 
@@ -74,7 +75,7 @@ def load_file(path: Path) -> tuple[dict, str]:
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates(path, text))
     except json.JSONDecodeError as e:
-        raise HarnessError(f"{path}:{e.lineno}: bad JSON: {e.msg} (column {e.colno})", f"fix the JSON syntax in {path}") from None
+        raise HarnessError(f"{path}:{e.lineno}: bad JSON: {e.msg} (column {e.colno})", f"correct line {e.lineno} of {path}; check it with: python -m json.tool {path}") from None
     if not isinstance(data, dict) or "default" not in data or not all(isinstance(v, dict) for v in data.values()):
         raise HarnessError(f"{path}: expected an object of blocks with a \"default\" block",
                            "see configs/resnet50/Offline/config.json for the shape")
@@ -91,7 +92,7 @@ def validate_file(path: Path, reg: Registry, scenario: str, bench: str) -> dict:
     data, text = load_file(path)
     typed: dict[str, dict] = {}
     for block, body in data.items():
-        pos = text.find(f'"{block}"')
+        pos = _Where(text, block)      # where the block starts: looked up only for an error message
         typed[block] = {}
         for vk in VARIANT_KEYS:
             if not isinstance(body.get(vk, {}), dict):
@@ -116,15 +117,35 @@ def validate_file(path: Path, reg: Registry, scenario: str, bench: str) -> dict:
                     raise HarnessError(f"{path}: [{block}] {vk}.{ver} must be an object", f"fix {path}")
                 typed[block][vk][ver] = {k: _typed(path, text, pos, f"{block}.{vk}.{ver}", k, v, reg, scenario, bench)
                                          for k, v in over.items()}
-    for block in typed:            # every block, not only this system's: a broken one fails on every machine
-        block_chain(typed, block, path)
+    check_chains(typed, path)      # every block, not only this system's: a broken one fails on every machine
     return typed
 
 
+class _Where:
+    """A block's offset in the file text, found on first use: error messages need it (``_line_of``), a valid
+    file never does (finding every block of an 8 MB file up front took quadratic time)."""
+
+    def __init__(self, text: str, block: str):
+        self.text, self.block, self._pos = text, block, None
+
+    @property
+    def pos(self) -> int:
+        if self._pos is None:
+            self._pos = max(0, self.text.find(f'"{self.block}"'))
+        return self._pos
+
+
 def _typed(path, text, pos, block, k, v, reg: Registry, scenario, bench):
+    f = reg.get(k)
+    if f is not None and f.config:
+        scope, benches = f.scenario_scope(), f.benchmarks
+        if (scope is None or scenario in scope) and (benches is None or bench in benches):
+            try:
+                return f.coerce(v)
+            except ValueError:
+                pass                   # said below, with its line
     line = _line_of(text, k, pos)
     where = f"{path}:{line}" if line else str(path)
-    f = reg.get(k)
     if f is None or not f.config:
         raise HarnessError(f"{where}: [{block}] unknown key '{k}'{did_you_mean(k, reg.names(config=True))}",
                            f"fix the key in {path}; `python -m code.main --action=docs` lists valid keys")
@@ -142,17 +163,32 @@ def _typed(path, text, pos, block, k, v, reg: Registry, scenario, bench):
 
 def block_chain(blocks: dict, start: str, path: Path) -> list[str]:
     """[start, parent, ..., "default"] following "extends"."""
-    out, cur = [], start
+    out, seen, cur = [], set(), start
     while True:
-        if cur in out:
+        if cur in seen:
             raise HarnessError(f"{path}: 'extends' cycle: {' -> '.join(out + [cur])}", f"fix 'extends' in {path}")
         if cur not in blocks:
             raise HarnessError(f"{path}: block '{out[-1] if out else start}' extends unknown block '{cur}'"
                                f"{did_you_mean(cur, blocks)}", f"fix 'extends' in {path}")
         out.append(cur)
+        seen.add(cur)
         if cur == "default":
             return out
         cur = blocks[cur].get("extends", "default")
+
+
+def check_chains(blocks: dict, path: Path) -> None:
+    """Every block's "extends" chain ends at "default" (block_chain's errors), in time linear in the blocks:
+    a chain is walked only up to a block already known to reach "default"."""
+    good = {"default"}
+    for start in blocks:
+        chain, cur = set(), start
+        while cur not in good:
+            if cur in chain or cur not in blocks:
+                block_chain(blocks, start, path)     # raises, with the message
+            chain.add(cur)
+            cur = blocks[cur].get("extends", "default")
+        good |= chain
 
 
 ARCH_NOTE = "confirm the values with a trial run (make run_harness RUN_ARGS=\"... --fast\"), or add a block for it"

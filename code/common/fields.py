@@ -212,8 +212,9 @@ CORE_FIELDS: tuple[Field, ...] = (
           actions=("update_results", "truncate_results", "export_submission"), control=True),
     Field("stage_logs", parse_list, (), "update_results: the log folders to choose runs from (default build/logs).",
           config=False, actions=("update_results",), control=True),
-    Field("submission_dir", parse_str, None, "check_submission: the exported tree to check (default build/submission).",
-          config=False, actions=("check_submission",), control=True),
+    Field("submission_dir", parse_str, None, "export_submission: where the tree is written (it replaces only "
+          "<division>/<submitter> there); check_submission: the tree to check (default build/submission).",
+          config=False, actions=("export_submission", "check_submission"), control=True),
     Field("tarball", parse_bool, True, "export_submission: also write build/mlperf_submission_<submitter>.tar.gz "
           "and its .sha1 (--tarball=false: the tree only).", config=False, actions=("export_submission",),
           control=True),

@@ -99,9 +99,61 @@ def staged_path(final: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         if not e.filename:
             e.filename = str(final)
         raise
+    except HarnessError:
+        raise
+    except Exception as e:       # a library's own words for a full disk (torch: "unexpected pos"; protobuf)
+        _raise_if_full(final, e)
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _raise_if_full(final: Path, e: Exception) -> None:
+    """Asked while the partial file still holds the space it took (deleting it first made a full disk look
+    free again): a failed write on a full file system is that, whatever the library called it."""
+    from code.common.errors import disk_full
+
+    full = disk_full(final.parent, final)
+    if full is not None:
+        raise full from e
+
+
+def claim_dir(final: str | os.PathLike, ours: Callable[[Path], bool], what: str, fix: str) -> Path:
+    """A folder a tool replaces whole may be replaced only if it is absent, empty, or what that tool wrote
+    (``ours``): anything else is a one-line error naming a few of the files it would have deleted, before
+    any work is done. A plain file there is an error too."""
+    final = Path(final)
+    if final.is_symlink() or (final.exists() and not final.is_dir()):
+        raise HarnessError(f"{what} {final} is a file, not a folder", fix)
+    if final.is_dir():
+        try:
+            names = sorted(p.name for p in final.iterdir())
+        except OSError as e:
+            raise HarnessError(f"{what} {final} cannot be read ({e.strerror or e})", fix) from None
+        if names and not ours(final):
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            raise HarnessError(f"{what} {final} holds files this tool did not write ({shown}); it replaces its "
+                               "folder whole, so it leaves this one alone", fix)
+    return final
+
+
+def prune_empty_dirs(root: str | os.PathLike, keep_root: bool = False) -> None:
+    """Remove the folders under ``root`` that hold nothing (bottom up), and ``root`` itself unless ``keep_root``;
+    anything with a file in it stays."""
+    root = Path(root)
+    if not root.is_dir() or root.is_symlink():
+        return
+    for d in sorted((p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()), key=lambda p: -len(p.parts)):
+        try:
+            d.rmdir()
+        except OSError:          # not empty (or not ours to remove): kept
+            pass
+    if not keep_root:
+        try:
+            root.rmdir()
+        except OSError:
+            pass
 
 
 @contextlib.contextmanager
@@ -114,13 +166,17 @@ def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
         yield tmp
         old = None
         if final.exists():
-            old = final.with_name(f".{final.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
+            old = final.with_name(f"{partial_prefix(final)}old.partial")    # a killed swap: cleaned later
             os.replace(final, old)
         os.replace(tmp, final)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+    except HarnessError:
+        raise
+    except Exception as e:       # noqa: BLE001 - as in staged_path: a full disk in a library's words
+        if not isinstance(e, OSError):
+            _raise_if_full(final, e)
+        raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -150,6 +206,27 @@ def read_json(path: str | os.PathLike, fix: str, expect: type = dict):
     if not isinstance(obj, expect):
         raise HarnessError(f"{path}: expected a JSON {expect.__name__}, found a {type(obj).__name__}", fix)
     return obj
+
+
+def check_hf_folder(folder: str | os.PathLike, fix: str) -> Path:
+    """A Hugging Face model folder whose files a download or a user can damage: every JSON file (config,
+    tokenizer, generation config) parses and every safetensors file's header and length agree, or a one-line
+    error names the file, with ``fix``. transformers would say only "JSONDecodeError" or "Error while
+    deserializing header", with no file name."""
+    folder = Path(folder)
+    for p in sorted(folder.glob("*.json")):
+        read_json(p, fix)
+    for p in sorted(folder.glob("*.safetensors")):
+        try:
+            from safetensors import safe_open
+
+            with safe_open(str(p), "np") as f:
+                f.keys()
+        except ImportError:
+            break
+        except Exception as e:  # noqa: BLE001 - safetensors raises its own SafetensorError (and OSError)
+            raise HarnessError(f"{p} is damaged ({str(e).splitlines()[0][:120] or type(e).__name__})", fix) from None
+    return folder
 
 
 def read_dataframe(path: str | os.PathLike, fix: str, columns=(), name: str | None = None):

@@ -80,6 +80,20 @@ class Scenario:
         per = getattr(ts, self.samples_per_query) if self.samples_per_query else 1
         return int(max(ts.min_query_count, queries) * per)
 
+    def planned_samples(self, values, default_duration_ms: int) -> int:
+        """``expected_samples`` from a run's effective settings (``values``: flags, config.json and defaults
+        alike); a setting left to mlperf.conf (0) counts as its smallest effect."""
+        import types
+
+        ts = types.SimpleNamespace(min_duration_ms=values.get("min_duration") or default_duration_ms,
+                                   min_query_count=values.get("min_query_count") or 0,
+                                   **{self.sizing: values.get(self.sizing) or (1 if self.latency_sized else 0)})
+        if self.samples_per_query:
+            setattr(ts, self.samples_per_query, values.get(self.samples_per_query) or 1)
+        if self.latency_sized and not values.get(self.sizing):
+            return ts.min_query_count * (getattr(ts, self.samples_per_query) if self.samples_per_query else 1)
+        return self.expected_samples(ts)
+
     @property
     def loadgen_enum(self) -> str:
         return self.loadgen_scenario or self.name

@@ -215,7 +215,8 @@ def action_find_performance(cli: dict, settings: list) -> int:
 
     control = RunControl.from_cli(cli, test_mode="PerformanceOnly", overwrite=True)
     stamp = runner.timestamp()
-    root = Path(control.log_dir) if control.log_dir else paths.logs_dir() / f"find_performance-{stamp}"
+    # a folder of this invocation's own (under --log_dir too): probes overwrite each other, never an earlier search
+    root = (Path(control.log_dir) if control.log_dir else paths.logs_dir()) / f"find_performance-{stamp}"
     rows, chosen = [], []
     for s in settings:
         engines = implementation(s.spec)(s).generate_engines()

@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from code.common.llm.harness import Generation, LLMBenchmark
+from code.common.llm.harness import Generation, LLMBenchmark, text_or_none, token_ids
 from code.llama2_70b import SPEC, dataset
 
 # language/llama2-70b/SUT.py: greedy, max_new_tokens 1024, min_new_tokens 1. The tiny model asks for at
@@ -30,7 +30,7 @@ class Llama2Benchmark(LLMBenchmark):
 
     def read_raw(self, tokenizer, folder):
         df = dataset.read(folder / dataset.DATASET_PKL, self.fix("download_data"))
-        return [list(map(int, t)) for t in df["tok_input"]], [str(x) for x in df["output"]]
+        return [token_ids(t) for t in df["tok_input"]], [text_or_none(x) for x in df["output"]]
 
     def download_real_model(self) -> None:
         from code.llama2_70b import download

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from code.common.llm.harness import Generation, LLMBenchmark
+from code.common.llm.harness import Generation, LLMBenchmark, text_or_none, token_ids
 from code.mixtral_8x7b import SPEC, dataset
 
 # language/mixtral-8x7b/SUT.py: greedy, max_new_tokens 1024, min_new_tokens 2; MBXP samples stop after
@@ -44,7 +44,7 @@ class MixtralBenchmark(LLMBenchmark):
 
     def read_raw(self, tokenizer, folder):
         df = self._df(folder)
-        return [list(map(int, t)) for t in df["tok_input"]], [str(x) for x in df["gt_output"]]
+        return [token_ids(t) for t in df["tok_input"]], [text_or_none(x) for x in df["gt_output"]]
 
     def read_extra(self, tokenizer, folder):
         df = self._df(folder)

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 from code.common import calibration, paths, scenarios
 from code.common.results import explain
 from code.common.errors import HarnessError, disk_full
-from code.common.fileio import clean_stale_partials, make_stage_dir, write_json, write_text
+from code.common.fileio import clean_stale_partials, make_stage_dir, partial_prefix, write_json, write_text
 from code.common.results.loadgen_logs import summarize
 from code.common.settings import RunControl, RunSettings
 
@@ -203,7 +203,7 @@ def _run_staged(settings: RunSettings, control: RunControl, log_dir: Path, stage
     if log_dir.exists() and control.overwrite:   # swap the old folder out
         import shutil
 
-        old = log_dir.with_name(f".{log_dir.name}.pid{os.getpid()}.old.partial")
+        old = log_dir.with_name(f"{partial_prefix(log_dir)}old.partial")     # a killed swap: cleaned later
         os.replace(log_dir, old)
         os.replace(stage, log_dir)
         shutil.rmtree(old, ignore_errors=True)

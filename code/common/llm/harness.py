@@ -21,7 +21,7 @@ import numpy as np
 from code.common import paths
 from code.common.benchmark import QSL, Benchmark
 from code.common.errors import HarnessError, MissingDataError
-from code.common.fileio import staged_path, write_json
+from code.common.fileio import check_hf_folder, read_json, staged_path, write_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +67,38 @@ def save_prompts(path: Path, prompts: Sequence[Sequence[int]]) -> None:
         np.savez(f, tokens=flat, offsets=offsets)
 
 
-def load_prompts(path: Path) -> list[np.ndarray]:
-    with np.load(path) as z:
-        flat, off = z["tokens"], z["offsets"]
+def load_prompts(path: Path, fix: str = "make preprocess_data") -> list[np.ndarray]:
+    """Token sequences saved by save_prompts; a damaged or truncated file is a one-line error naming it."""
+    import zipfile
+
+    try:
+        with np.load(path) as z:
+            flat, off = z["tokens"], z["offsets"]
+        if off.ndim != 1 or len(off) < 1 or off[0] != 0 or np.any(np.diff(off) < 0) or off[-1] != len(flat):
+            raise ValueError("offsets do not match the tokens")
+    except FileNotFoundError:
+        raise MissingDataError(f"not found: {path}", fix) from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        raise MissingDataError(f"{path} is damaged ({type(e).__name__}: {str(e)[:100]})", fix) from None
     return [flat[off[i]:off[i + 1]] for i in range(len(off) - 1)]
+
+
+def token_ids(seq) -> list[int]:
+    """A data set's token ids as ints; a non-integral one (1.5, "abc", None) is a ValueError, never rounded."""
+    out = []
+    for t in seq:
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) and not (
+                isinstance(t, (float, np.floating)) and float(t).is_integer()):
+            raise ValueError(f"token id {t!r} is not an integer")
+        out.append(int(t))
+    return out
+
+
+def text_or_none(x) -> str | None:
+    """A reference output as text; a missing one (None, NaN) stays None so the data-set check names it."""
+    if x is None or (isinstance(x, float) and x != x):
+        return None
+    return str(x)
 
 
 def read_records(path: Path, fix: str, keys: Sequence[str], what: str) -> list[dict]:
@@ -178,7 +206,12 @@ class LLMBenchmark(Benchmark):
                 self.download_model()
             else:
                 raise MissingDataError(f"tokenizer not found in {self.checkpoint}", self.fix("download_model"))
-        return AutoTokenizer.from_pretrained(str(self.checkpoint))
+        check_hf_folder(self.checkpoint, self.fix("download_model"))
+        try:
+            return AutoTokenizer.from_pretrained(str(self.checkpoint))
+        except (OSError, ValueError, KeyError, TypeError) as e:     # a file the checks above cannot see into
+            raise HarnessError(f"the tokenizer in {self.checkpoint} does not load ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0][:120] if str(e) else ''})", self.fix("download_model")) from None
 
     def tiny_tokenizer_dir(self) -> Path:
         from code.common.llm import tiny
@@ -208,7 +241,7 @@ class LLMBenchmark(Benchmark):
         p = self.checkpoint / "config.json"
         if not p.exists():
             raise MissingDataError(f"model not found: {p}", self.fix("download_model"))
-        return json.loads(p.read_text())
+        return read_json(p, self.fix("download_model"))
 
     def eos_token_id(self) -> int | None:
         eos = self.model_config().get("eos_token_id")
@@ -292,9 +325,14 @@ class LLMBenchmark(Benchmark):
     def preprocess_data(self) -> None:
         tok = self.tokenizer()
         self.check_tokenizer(tok)
-        prompts, targets = self.read_raw(tok, self.raw_dir)
+        try:
+            prompts, targets = self.read_raw(tok, self.raw_dir)
+        except (ValueError, TypeError) as e:       # a value of the wrong kind in the data set
+            raise MissingDataError(f"the dataset in {self.raw_dir} is not usable: {str(e)[:160]}",
+                                   self.fix("download_data")) from None
         if not prompts:
             raise MissingDataError(f"the dataset in {self.raw_dir} holds no samples", self.fix("download_data"))
+        self.check_dataset(prompts, targets, self.fix("download_data"), f"the dataset in {self.raw_dir}")
         self.pre_dir.mkdir(parents=True, exist_ok=True)
         save_prompts(self.pre_dir / "prompts.npz", prompts)
         write_json(self.pre_dir / "references.json", {"targets": targets, "source": str(self.raw_dir),
@@ -313,10 +351,7 @@ class LLMBenchmark(Benchmark):
         p = self.pre_dir / "prompts.npz"
         if not p.exists():
             raise MissingDataError(f"preprocessed prompts not found: {p}", self.fix("preprocess_data"))
-        try:
-            prompts = load_prompts(p)
-        except (OSError, ValueError, KeyError) as e:
-            raise MissingDataError(f"{p} is damaged ({type(e).__name__})", self.fix("preprocess_data")) from None
+        prompts = load_prompts(p, self.fix("preprocess_data"))
         if not prompts:
             raise MissingDataError(f"{p} holds no prompts", self.fix("preprocess_data"))
         n = self.settings.values.get("llm_sample_count") or 0
@@ -327,12 +362,36 @@ class LLMBenchmark(Benchmark):
         p = self.pre_dir / "references.json"
         if not p.exists():
             raise MissingDataError(f"preprocessed references not found: {p}", self.fix("preprocess_data"))
-        return json.loads(p.read_text())
+        refs = read_json(p, self.fix("preprocess_data"))
+        if not isinstance(refs.get("targets"), list):
+            raise MissingDataError(f"{p} holds no list of targets", self.fix("preprocess_data"))
+        return refs
 
     def targets(self) -> list[str]:
         return self.references()["targets"]
 
+    def check_dataset(self, prompts: Sequence, targets: Sequence, fix: str, where: str) -> None:
+        """Every prompt a non-empty list of token ids inside the model's vocabulary, every reference output
+        present: found at preprocess_data, not minutes into a run (an empty prompt or an id past the vocabulary
+        ended in a RecursionError deep in the generation loop)."""
+        vocab = int(self.model_config().get("vocab_size") or 0)
+        for i, p in enumerate(prompts):
+            a = np.asarray(p)
+            if a.ndim != 1 or a.size == 0:
+                raise MissingDataError(f"{where}: sample {i} has an empty prompt", fix)
+            if a.dtype.kind not in "iu":
+                raise MissingDataError(f"{where}: sample {i}'s token ids are not integers ({a.dtype})", fix)
+            if vocab and (a.min() < 0 or a.max() >= vocab):
+                bad = int(a.min()) if a.min() < 0 else int(a.max())
+                raise MissingDataError(f"{where}: sample {i} has token id {bad}, outside the model's vocabulary of "
+                                       f"{vocab}", fix)
+        missing = [i for i, t in enumerate(targets) if t is None]
+        if missing:
+            raise MissingDataError(f"{where}: {len(missing)} sample(s) have no reference output (the first: sample "
+                                   f"{missing[0]})", fix)
+
     def check_prompts(self, prompts: Sequence[np.ndarray]) -> None:
+        self.check_dataset(prompts, (), self.fix("preprocess_data"), "the preprocessed prompts")
         ctx = self.max_context()
         room = ctx - self.generation().max_new_tokens
         if ctx:
@@ -507,7 +566,7 @@ class LLMBenchmark(Benchmark):
     def generate_reference(self) -> list[np.ndarray] | None:
         """Tiny variant: plain ``model.generate`` outputs per sample (None for the real model)."""
         p = self.pre_dir / "generate_reference.npz"
-        return load_prompts(p) if p.exists() else None
+        return load_prompts(p, self.fix("preprocess_data")) if p.exists() else None
 
     def _tiny_judge(self, metrics: dict, idx: list[int]) -> list[str]:
         """Tiny: the same metrics over plain generate's outputs for the same samples; a harness result below

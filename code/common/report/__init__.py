@@ -23,7 +23,7 @@ import numpy as np
 from code.common import paths, scenarios
 from code.common.harness import timeline
 from code.common.errors import HarnessError
-from code.common.fileio import staged_dir, write_json, write_text
+from code.common.fileio import claim_dir, staged_dir, write_json, write_text
 from code.common.report import page, plots, rows as rows_mod
 from code.common.results.selection import Run, scan
 
@@ -149,9 +149,23 @@ def build(runs: list[Run], roots: list[Path], out: Path) -> dict:
     return summary
 
 
+def is_report(folder: Path) -> bool:
+    """Did make report write ``folder``? Its summary.json says so (a report replaces its own folder whole,
+    pictures of runs no longer selected included)."""
+    import json
+
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and "schema" in summary and "runs" in summary
+
+
 def report(cli: dict) -> int:
-    runs, roots = select(cli)
     final = Path(cli.get("report_dir") or paths.build_dir() / "report")
+    claim_dir(final, is_report, "--report_dir", f'name an empty or new folder: make report RUN_ARGS="--report_dir='
+              f'{final / "report"}"')
+    runs, roots = select(cli)
     with staged_dir(final) as tmp:
         summary = build(runs, roots, tmp)
     n_pics = sum(len(r["pictures"]) + len(r["images"]) for r in summary["runs"])

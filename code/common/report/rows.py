@@ -15,7 +15,9 @@ _PCT = re.compile(r"^result_(\d+\.\d+)_percentile_latency_ns$")
 def loadgen_percentiles(results: dict) -> list[tuple[float, float]]:
     """[(percentile, latency ms)] that LoadGen logged for this run, sorted."""
     out = []
-    for k, v in (results or {}).items():
+    if not isinstance(results, dict):      # a hand-edited or damaged record: no percentiles to draw
+        return out
+    for k, v in results.items():
         hit = _PCT.match(k)
         if hit and isinstance(v, (int, float)):
             out.append((float(hit.group(1)), v / 1e6))

@@ -29,6 +29,26 @@ HASH = re.compile(r"^hash=([\w\d]+)$")
 UNOFFICIAL = "UNOFFICIAL:"
 
 
+def read(path, fix: str = "rescore the run (make run_harness RUN_ARGS=\"... --test_mode=AccuracyOnly\"), then "
+                             "make update_results") -> str:
+    """The text of an accuracy.txt; one that is not UTF-8 text (a binary file, a NUL byte) or cannot be read is a
+    HarnessError naming it, with ``fix``."""
+    from pathlib import Path
+
+    from code.common.errors import HarnessError
+
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise HarnessError(f"{path}: not text (a binary file, not UTF-8)", fix) from None
+    except OSError as e:
+        raise HarnessError(f"{path}: cannot read: {e.strerror}", fix) from None
+    if "\x00" in text:
+        raise HarnessError(f"{path}: not text (a binary file, NUL bytes)", fix)
+    return text
+
+
 def values(text: str, metrics: Iterable[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for line in text.splitlines():

@@ -21,12 +21,15 @@ def find_metadata(root: str | Path) -> list[dict]:
 
 
 def latest_logs() -> Path | None:
+    """The log folder of the last make run_harness (build/logs/LATEST); None when that file is missing, damaged
+    or names a folder that is gone (it is a pointer: the tools fall back to scanning build/logs)."""
     p = paths.logs_dir() / "LATEST"
-    if p.exists():
-        target = Path(p.read_text().strip())
-        if target.exists():
-            return target
-    return None
+    try:
+        text = p.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    target = Path(text) if text and "\0" not in text and "\n" not in text else None
+    return target if target is not None and target.is_dir() else None
 
 
 def set_latest(path: Path) -> None:

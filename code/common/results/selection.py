@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterable
 
 from code.common import scenarios
+from code.common.errors import HarnessError
 from code.common.results import accuracy_text
 from code.common.settings import RunControl
 
@@ -83,8 +84,30 @@ class Selection:
         return sorted(set(self.performance) | set(self.accuracy))
 
 
-def scan(roots: Iterable[str | Path]) -> tuple[list[Run], list[str]]:
-    """Every run under ``roots`` (any depth) with a readable metadata.json; unreadable ones reported."""
+# Fields of a run record that selection and staging compute with, and the type each must have: a record edited
+# by hand to hold another type is named (scan), never an internal error later.
+_INT = "an integer"
+META_FIELDS = {("effective", "effective_min_duration_ms"): _INT, ("executor", "node_count"): _INT}
+
+
+def meta_problem(meta: dict) -> str | None:
+    """Why a run record's fields have the wrong type (the first such field), or None."""
+    for (outer, key), want in META_FIELDS.items():
+        sub = meta.get(outer)
+        if sub is None:
+            continue
+        if not isinstance(sub, dict):
+            return f"field {outer} is {type(sub).__name__}, not an object"
+        v = sub.get(key)
+        if v is not None and want == _INT and (isinstance(v, bool) or not isinstance(v, int)):
+            return f"field {outer}.{key} is {v!r}, not {want}"
+    return None
+
+
+def scan(roots: Iterable[str | Path], strict: bool = False) -> tuple[list[Run], list[str]]:
+    """Every run under ``roots`` (any depth) with a readable metadata.json; unreadable ones reported. A record whose
+    fields have the wrong type (meta_problem: edited by hand) is reported too, or with ``strict`` (staging, which
+    must not choose among runs whose records lie) a HarnessError naming the file and the field."""
     runs, problems = [], []
     for root in roots:
         root = Path(root)
@@ -99,6 +122,13 @@ def scan(roots: Iterable[str | Path]) -> tuple[list[Run], list[str]]:
                     raise ValueError("not a run metadata file")
             except (OSError, ValueError) as e:
                 problems.append(f"{md}: unreadable metadata ({e})")
+                continue
+            why = meta_problem(meta)
+            if why and strict:
+                raise HarnessError(f"{md}: {why}", f"correct it from the LoadGen logs beside it (or move that run "
+                                                   "out of the logs folder), then rerun make update_results")
+            if why:
+                problems.append(f"{md}: {why}")
                 continue
             runs.append(Run(md.parent, meta))
     return runs, problems
@@ -151,7 +181,11 @@ def _why_not_accuracy(run: Run) -> str | None:
     txt = run.dir / "accuracy.txt"
     if not txt.is_file() and not rec.get("text"):
         return "no accuracy.txt (accuracy was not scored)"
-    reasons = list(rec.get("unofficial") or []) + accuracy_text.unofficial(txt.read_text() if txt.is_file() else "")
+    try:
+        text = accuracy_text.read(txt) if txt.is_file() else ""
+    except HarnessError as e:
+        return e.cause
+    reasons = list(rec.get("unofficial") or []) + accuracy_text.unofficial(text)
     if reasons:
         return f"not an official score: {reasons[0]}" + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
     return None

@@ -123,7 +123,10 @@ def check_submission(input_root: Path, *, submitter: str | None, version: str | 
     from code.common.compliance.official import inference_dir
 
     root = inference_dir()
-    if root is not None:
+    if root is not None and f.unreadable:
+        print(f"[check_submission] official submission_checker not run: it cannot read "
+              f"{', '.join(sorted(set(f.unreadable)))} (fix the errors above first)")
+    elif root is not None:
         orc, lines = run_official_checker(input_root, submitter, rnd.version, root)
         print(f"[check_submission] official submission_checker --version {rnd.version} (exit {orc}):")
         for line in lines:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from code.common import paths
 from code.common.errors import HarnessError
-from code.common.fileio import read_json, staged_dir, staged_path, write_text
+from code.common.fileio import claim_dir, clean_stale_partials, read_json, staged_dir, staged_path, write_text
 from code.common import rounds
 from code.common.results.accuracy_text import has_hash
 from code.common.results.selection import test_only
@@ -110,8 +110,16 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
     results = root / "results"
     if not results.is_dir() or not any(p.is_dir() for p in results.iterdir()):   # results/README.md is tracked
         raise HarnessError(f"nothing staged in {results}", "make update_results")
-    with staged_dir(out) as tmp:
-        sub = tmp / division / submitter
+    # this export owns <out>/<division>/<submitter> only: other divisions and submitters stay
+    fix = f"move it away, or export elsewhere: make export_submission RUN_ARGS=\"--submission_dir={out}-new\""
+    claim_dir(out, lambda _: True, "the export folder", fix)
+    final = claim_dir(out / division / submitter, is_export, "the export tree", fix)
+    tar = tarball_path(out, submitter)
+    for folder in (final.parent, tar.parent):   # what a killed export left
+        clean_stale_partials(folder)
+    if tarball and (tar.is_dir() or tar.is_symlink()):
+        raise HarnessError(f"{tar} is a folder: the tarball cannot be written there", f"move it away: mv {tar} {tar}.old")
+    with staged_dir(final) as sub:
         systems = set()
         for scen_dir in sorted(p for p in results.glob("*/*/*") if p.is_dir()):
             system, bench, scen = scen_dir.relative_to(results).parts
@@ -166,7 +174,6 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
                    "in `src/`; every scenario directory holds a README.md with the commands to reproduce it.\n")
         write_text(sub / "documentation" / "calibration.md",
                    "# Calibration\n\nSee calibration_process.adoc in each results/<system>/<benchmark>/<scenario>/.\n")
-    final = out / division / submitter
     log(f"[export_submission] {final} ({rnd.version} layout)")
     if tarball:
         tar = pack(out, submitter, log)
@@ -174,13 +181,30 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
     return final
 
 
+# what export() writes under <division>/<submitter> (code/ before v6.0, src/ from it)
+EXPORT_NAMES = frozenset({"results", "systems", "code", "src", "documentation", "compliance", "measurements"})
+
+
+def is_export(folder: Path) -> bool:
+    """Does ``folder`` hold only what an export writes (so a new export of it may replace it)?"""
+    return {p.name for p in folder.iterdir()} <= EXPORT_NAMES
+
+
+def tarball_path(export_dir: Path, submitter: str) -> Path:
+    return export_dir.parent / f"mlperf_submission_{submitter}.tar.gz"
+
+
 def pack(export_dir: Path, submitter: str, log=print) -> Path:
-    """mlperf_submission_<SUBMITTER>.tar.gz of the divisions under ``export_dir`` plus its .sha1."""
-    tar = export_dir.parent / f"mlperf_submission_{submitter}.tar.gz"
+    """mlperf_submission_<SUBMITTER>.tar.gz of ``<division>/<submitter>`` for every division under ``export_dir``
+    that holds this submitter (another submitter's trees are not theirs to ship), plus its .sha1."""
+    tar = tarball_path(export_dir, submitter)
+    trees = sorted(d / submitter for d in export_dir.iterdir() if (d / submitter).is_dir())
     with staged_path(tar, suffix=".tar.gz") as tmp:
         with tarfile.open(tmp, "w:gz") as tf:
-            for division in sorted(p.name for p in export_dir.iterdir() if p.is_dir()):
-                tf.add(export_dir / division, arcname=division)
+            for tree in trees:
+                tf.add(tree, arcname=f"{tree.parent.name}/{submitter}")
+    if len(trees) > 1:
+        log(f"[export_submission] the tarball holds {', '.join(t.parent.name for t in trees)} for {submitter}")
     h = hashlib.sha1()
     with open(tar, "rb") as f:
         for b in iter(lambda: f.read(1 << 20), b""):

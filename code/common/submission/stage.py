@@ -21,13 +21,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 from code.common import paths
 from code.common.compliance.audit import verify_audit_dir
 from code.common.errors import HarnessError
-from code.common.fileio import read_json, write_json, write_text
+from code.common.fileio import clean_stale_partials, make_stage_dir, read_json, write_json, write_text
 from code.common import rounds
 from code.common.submission import measurements, mlperf_conf, sysdesc
 from code.common.results.selection import Run, Selection, choose, scan
@@ -150,7 +149,7 @@ def stage(*, submitter: str, division: str, version: str | None = None, log_root
         raise HarnessError(f"division '{division}' is not closed or open", "DIVISION=closed")
     rnd = rounds.current(version)
     root = Path(root or staging_root())
-    runs, problems = scan(log_roots or [paths.logs_dir()])
+    runs, problems = scan(log_roots or [paths.logs_dir()], strict=True)
     sel = choose(runs, rnd.min_duration_ms)
     staged, dropped = plan(sel, rnd)
     sel.skipped += dropped
@@ -161,7 +160,8 @@ def stage(*, submitter: str, division: str, version: str | None = None, log_root
     conf_text = mlperf_conf.text()
     notes = list(problems) + list(sel.notes)
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
+    clean_stale_partials(root)                 # what a killed update_results left
+    tmp = make_stage_dir(root / "staging")
     report = {"staged": [], "skipped": [(str(r.dir), why) for r, why in sel.skipped], "notes": notes,
               "to_fill": {}, "root": str(root)}
     try:
@@ -243,8 +243,11 @@ def _system_desc(system, perf_runs, rnd, staged, root, submitter, division, syst
 
         system_info = info_of(record["info"])
     existing_path = root / "systems" / f"{system}.json"
-    existing = read_json(existing_path, f"fix {existing_path} (or delete it to start again from the detected "
-                         "values)") if existing_path.is_file() else None
+    fix = f"fix {existing_path} (or delete it to start again from the detected values), then rerun make update_results"
+    existing = read_json(existing_path, fix) if existing_path.is_file() else None
+    wrong = sysdesc.field_problems(existing or {})
+    if wrong:
+        raise HarnessError(f"{existing_path}: {'; '.join(wrong)}", fix)
     detected = sysdesc.describe(
         division=division, submitter=submitter, system_type=sysdesc.system_type_for(benches, scen_by_bench),
         system_info=system_info, host=host if host is not None else record.get("host") or {},

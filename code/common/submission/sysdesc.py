@@ -35,6 +35,14 @@ MEANINGFUL_FIELDS = (
     "host_network_card_count", "host_networking_topology", "accelerators_per_node", "accelerator_model_name",
     "accelerator_memory_capacity", "accelerator_host_interconnect", "accelerator_memory_configuration",
     "accelerator_interconnect", "cooling", "framework", "operating_system", "other_software_stack")
+# The type each field must have (tools/submission/submission_checker of the same commit reads them so):
+# counts are whole numbers (results.py does int(number_of_nodes) * int(accelerators_per_node) for its CSV;
+# a JSON integer or a string of digits, as the checker's own examples write either), everything else is
+# text (system_check.py and performance_check.py call .lower() on status, submitter, division, system_type
+# and is_network; the rest go into the results table as strings). A dict or list anywhere is wrong.
+WHOLE_NUMBER_FIELDS = ("number_of_nodes", "host_processors_per_node", "host_processor_core_count",
+                       "accelerators_per_node", "host_network_card_count")
+TEXT_FIELDS = tuple(k for k in REQUIRED_FIELDS if k not in WHOLE_NUMBER_FIELDS) + ("is_network",)
 VALID_STATUS = ("available", "preview", "rdi")
 VALID_SYSTEM_TYPES = ("datacenter", "edge", "datacenter,edge", "edge,datacenter")
 
@@ -188,6 +196,32 @@ def merge(detected: dict[str, Any], existing: dict[str, Any] | None, *, division
             out[k] = v
     out["division"], out["submitter"] = division, submitter
     return out
+
+
+def field_problem(key: str, value: Any) -> str | None:
+    """Why ``value`` is the wrong type for the systems JSON field ``key`` (WHOLE_NUMBER_FIELDS, TEXT_FIELDS), or
+    None. Empty values and TO FILL placeholders are not judged here (to_fill and the pre-flight name them)."""
+    if value is None or value == "" or is_placeholder(value):
+        return None
+    if key in WHOLE_NUMBER_FIELDS:
+        ok = (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or \
+            (isinstance(value, str) and value.strip().isdigit())
+        return None if ok else f"field {key} is {_show(value)}, not a whole number (e.g. 2)"
+    if key in TEXT_FIELDS and not isinstance(value, str):
+        return f"field {key} is {_show(value)}, not text (a JSON string)"
+    return None
+
+
+def _show(value: Any) -> str:
+    import json
+
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def field_problems(desc: dict[str, Any]) -> list[str]:
+    """field_problem for every field of ``desc``, one line each."""
+    return [why for k, v in desc.items() if (why := field_problem(k, v))]
 
 
 def to_fill(desc: dict[str, Any]) -> list[str]:

@@ -12,6 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
+from code.common.fileio import partial_prefix
+
 
 LINK_MIN_BYTES = 1 << 20   # smaller files are copied: an in-place edit of one copy never shows in another
 
@@ -50,9 +52,7 @@ def swap_dirs(new_root: Path, final_root: Path, names: Iterable[str]) -> None:
                 continue
             old = None
             if dst.exists():
-                old = final_root / f".{name}.old-{os.getpid()}"
-                if old.exists():
-                    shutil.rmtree(old)
+                old = final_root / f"{partial_prefix(final_root / name)}old.partial"   # a killed swap: cleaned later
                 os.replace(dst, old)
             done.append((dst, old))
             os.replace(src, dst)

@@ -110,8 +110,8 @@ def check_user_entry(j: dict, p) -> SystemClass:
 
             raise HarnessError(f"{p}: unknown key '{k}'{did_you_mean(k, USER_KEYS)}", fix)
     sid = j.get("system_id")
-    if not isinstance(sid, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", sid):
-        raise bad("system_id", "a non-empty name of letters, digits, '-', '_' or '.'")
+    if not isinstance(sid, str) or not re.fullmatch(SYSTEM_ID, sid):
+        raise bad("system_id", "a name of 1 to 64 letters, digits, '-', '_' or '.'")
     for key in ("gpu_names", "pci_ids"):
         v = j.get(key, [])
         if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
@@ -143,6 +143,8 @@ class SystemMatch:
     def gpu_count(self) -> int:
         return len(self.info.gpus)
 
+
+SYSTEM_ID = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"    # a file and directory name on every file system, and readable
 
 ADD_SYSTEM_HELP = ("add it: write systems/known/<id>.json ({\"system_id\", \"gpu_names\", \"pci_ids\", \"counts\"}) "
                    "and a \"<id>x<count>\" block in configs/<benchmark>/<scenario>/config.json (see README 'Adding a system'); "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from code.common import rounds
 from code.common.results import accuracy_text as acc_text
-from code.common.submission.checks.findings import Findings, log_basics, read_log, require, run_record
+from code.common.submission.checks.findings import Findings, log_basics, read_log, read_text, require, run_record
 from code.common.submission.truncate import MAX_TRUNCATED
 
 RUN_FILES = ("mlperf_log_summary.txt", "accuracy.txt", "mlperf_log_accuracy.json")
@@ -37,8 +37,8 @@ def check_accuracy(f: Findings, d: Path, rnd: rounds.Round, rb: rounds.RoundBenc
             f.error(log.path, f"accuracy run covered {n} samples; the {rb.name} dataset has {rb.dataset_size} "
                               "(every sample must be scored)")
     txt = a / "accuracy.txt"
-    if txt.is_file():
-        text = txt.read_text()
+    text = read_text(f, txt) if txt.is_file() else None
+    if text is not None:
         found = acc_text.values(text, rb.accuracy_metrics)
         for p in acc_text.judge(found, dict(rb.accuracy_min), dict(rb.accuracy_max)):
             f.error(txt, p)

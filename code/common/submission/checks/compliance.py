@@ -6,7 +6,7 @@ from pathlib import Path
 from code.common import rounds
 from code.common.compliance.verify import verdict_line_passed
 from code.common.results import accuracy_text as acc_text
-from code.common.submission.checks.findings import Findings, read_log, require
+from code.common.submission.checks.findings import Findings, read_log, read_text, require
 from code.common.submission.checks.performance import perf_checks
 
 TEST04_ISSUE_INDEX = 3   # the sample TEST04 issues again and again
@@ -20,8 +20,11 @@ def check_test01_fallback(f: Findings, t: Path, rb: rounds.RoundBenchmark) -> No
         f.error(t / "verify_accuracy.txt", "TEST01 accuracy check failed and there is no baseline/compliance "
                                            "accuracy for the non-deterministic fallback")
         return
-    b = acc_text.values(base.read_text(), rb.accuracy_metrics)
-    c = acc_text.values(comp.read_text(), rb.accuracy_metrics)
+    btext, ctext = read_text(f, base), read_text(f, comp)
+    if btext is None or ctext is None:
+        return
+    b = acc_text.values(btext, rb.accuracy_metrics)
+    c = acc_text.values(ctext, rb.accuracy_metrics)
     for m in rb.accuracy_metrics:
         if not b.get(m) or not c.get(m):
             f.error(a, f"TEST01 fallback: {m} missing or zero (baseline {b.get(m)}, compliance {c.get(m)})")

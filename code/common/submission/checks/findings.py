@@ -1,11 +1,12 @@
 """What every pre-flight check shares: the list of findings, and reading the files it judges."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from code.common import rounds
+from code.common import fileio, rounds
 from code.common.compliance.mlperf_log import DetailLog
+from code.common.errors import HarnessError
+from code.common.results import accuracy_text as acc_text
 from code.common.results.selection import test_only
 
 
@@ -13,6 +14,7 @@ class Findings:
     def __init__(self, base: Path):
         self.base = base
         self.items: list[tuple[str, str, str]] = []
+        self.unreadable: list[str] = []     # files of the wrong shape, on which the official checker would crash
 
     def _rel(self, p) -> str:
         try:
@@ -25,6 +27,16 @@ class Findings:
 
     def warn(self, where, msg: str) -> None:
         self.items.append(("WARN", self._rel(where), msg))
+
+    def reject(self, where, e: HarnessError) -> None:
+        """A file that cannot be judged (not JSON, the wrong type, not text): the error's cause as one finding,
+        shown relative to the tree like every other."""
+        cause = e.cause
+        if cause.startswith(str(where)):
+            cause = cause[len(str(where)):].lstrip(":")
+            cause = f"line {cause.strip()}" if cause[:1].isdigit() else cause.strip()
+        self.error(where, f"{cause} (fix: {e.fix})" if e.fix else cause)
+        self.unreadable.append(self._rel(where))
 
     @property
     def errors(self) -> list[tuple[str, str, str]]:
@@ -51,16 +63,32 @@ def read_log(f: Findings, path: Path) -> DetailLog | None:
     except OSError as e:
         f.error(path, f"unreadable: {e}")
         return None
+    except HarnessError as e:          # a value of the wrong type for its key
+        f.reject(path, e)
+        return None
 
 
-def read_json(f: Findings, path: Path, missing: str = "missing") -> dict | None:
-    """The JSON in ``path``; None (reported) when missing or not JSON."""
+def read_text(f: Findings, path: Path) -> str | None:
+    """An accuracy.txt-like text file; None (reported) when it is binary or unreadable."""
+    try:
+        return acc_text.read(path)
+    except HarnessError as e:
+        f.reject(path, e)
+        return None
+
+
+RESTAGE = "rerun make update_results, then make export_submission"
+
+
+def read_json(f: Findings, path: Path, missing: str = "missing", fix: str = RESTAGE) -> dict | None:
+    """The JSON object in ``path`` (fileio.read_json); None (reported in one line, with ``fix``) when missing, not
+    JSON or not an object."""
     if not require(f, path, missing):
         return None
     try:
-        return json.loads(path.read_text())
-    except ValueError as e:
-        f.error(path, f"not JSON: {e}")
+        return fileio.read_json(path, fix)
+    except HarnessError as e:
+        f.reject(path, e)
         return None
 
 

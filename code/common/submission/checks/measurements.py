@@ -14,10 +14,8 @@ RUN_FILES = ("user.conf", "README.md", "mlperf.conf")
 
 def check_measurements_json(f: Findings, mj: Path) -> None:
     m = read_json(f, mj)
-    if m is None:
-        if not mj.is_file():
-            return
-        m = {}                        # not JSON: every field is missing too
+    if m is None:                     # missing, not JSON or not an object: reported in one line
+        return
     for k in MEASUREMENT_FIELDS:
         if sysdesc.is_empty(m.get(k)):
             f.error(mj, f"field {k} is missing or empty")

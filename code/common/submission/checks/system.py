@@ -10,7 +10,9 @@ from code.common.submission.checks.findings import Findings, read_json
 
 def check_system(f: Findings, path: Path, division: str, submitter: str) -> dict:
     """The system description at ``path``; returns it ({} when missing or not JSON)."""
-    desc = read_json(f, path, "missing: run make update_results")
+    desc = read_json(f, path, "missing: run make update_results",
+                     "edit the staged systems JSON (or delete it to start again), then rerun make update_results "
+                     "and make export_submission")
     if desc is None:
         return {}
     for k in sysdesc.REQUIRED_FIELDS:
@@ -18,8 +20,14 @@ def check_system(f: Findings, path: Path, division: str, submitter: str) -> dict
             f.error(path, f"field {k} is missing")
         elif sysdesc.is_placeholder(desc[k]):
             f.error(path, f"field {k} still says '{desc[k]}': edit the staged systems JSON and rerun make update_results")
+        elif sysdesc.field_problem(k, desc[k]):
+            continue                  # named below, with every other field of the wrong type
         elif sysdesc.is_empty(desc[k]):
             (f.error if k in sysdesc.MEANINGFUL_FIELDS else f.warn)(path, f"field {k} is empty")
+    for why in sysdesc.field_problems(desc):
+        f.error(path, f"{why} (fix: edit the staged systems JSON, then rerun make update_results and make "
+                      "export_submission)")
+        f.unreadable.append(f._rel(path))
     if str(desc.get("status", "")).lower() not in sysdesc.VALID_STATUS:
         f.error(path, f"status '{desc.get('status')}' is not one of {', '.join(sysdesc.VALID_STATUS)}")
     if desc.get("system_type") not in sysdesc.VALID_SYSTEM_TYPES:
