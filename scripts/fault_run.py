@@ -502,9 +502,10 @@ def _damaged_case(name: str) -> Callable[[Ctx], Row]:
         data = f.read_bytes()
         f.write_bytes(data[: len(data) // 2])
         action = "run_harness" if where == "preprocessed_data" else "generate_engines"
-        flags = ("--min_duration=100", "--min_query_count=1") if action == "run_harness" else ()
-        r = harness(ctx, "damaged", f"--action={action}", *TINY_LLAMA, "--scenarios=Offline",
-                    f"--log_dir={d / 'logs'}", *flags, env=env, timeout=300)
+        flags = ("--min_duration=100", "--min_query_count=1", f"--log_dir={d / 'logs'}") \
+            if action == "run_harness" else ()
+        r = harness(ctx, "damaged", f"--action={action}", *TINY_LLAMA, "--scenarios=Offline", *flags, env=env,
+                    timeout=300)
         return judge(f"truncated {name} -> {action}", r, roots=(d,), needle=name)
     case.__name__ = f"case_damaged_{name}"
     return case
@@ -714,7 +715,7 @@ def case_scale_8mb_config(ctx: Ctx) -> Row:
     env = {"MLPERF_CONFIGS_DIR": str(d / "configs")}
     cfg = d / "configs/resnet50/Offline/config.json"
     data = json.loads(cfg.read_text())
-    pad = "x" * 90
+    pad = "x" * 50
     for i in range(60_000):
         data[f"Block-{i:05d}x1"] = {"extends": "default", "offline_expected_qps": i + 1, "description": pad}
     cfg.write_text(json.dumps(data))
