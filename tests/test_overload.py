@@ -4,6 +4,7 @@ unbounded queue (issue 8, item 2). The test backend sleeps per batch, so its ser
 whatever the machine's speed or load."""
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -41,6 +42,9 @@ def test_server_overload_is_invalid_with_the_rate_to_use(tiny_resnet, tmp_path):
     why = m["invalid_reasons"][0]                       # first; LoadGen's own reasons may follow
     assert "SUT overloaded" in why and f"--server_target_qps={o['served_per_s'] * 0.9:.4g}" in why
     assert "make run_harness" in why
+    # every reason advises a rate the SUT served, never LoadGen's completed rate with the empty answers in it
+    rates = [float(x) for w in m["invalid_reasons"] for x in re.findall(r"--server_target_qps=([\d.e+]+)", w)]
+    assert rates and all(r <= o["served_per_s"] for r in rates), m["invalid_reasons"]
     # ends near its min_duration (shed samples are answered at once), not after draining a backlog
     assert wall < 2 + 120, wall
     # staging refuses it, naming the reason

@@ -271,8 +271,8 @@ def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, 
         ok = err is None and lg["result_validity"] is not None
         if err is None and lg["result_validity"] is None:
             err = "LoadGen wrote no result (see mlperf_log_detail.txt)"
-    invalid_reasons = explain.explain(lg, s) if test_mode != "AccuracyOnly" else []
     overload = child.get("overload")
+    invalid_reasons = explain.explain(lg, s, overload) if test_mode != "AccuracyOnly" else []
     if overload:           # the SUT shed samples: INVALID whatever LoadGen's summary says
         lg["result_validity"], lg["valid"] = "INVALID", False
         invalid_reasons.insert(0, explain.overload(overload, s))

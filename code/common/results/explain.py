@@ -48,13 +48,17 @@ def _g(x: float) -> str:
     return f"{x:.4g}"
 
 
-def explain(lg: dict[str, Any], s) -> list[str]:
+def explain(lg: dict[str, Any], s, overload: dict | None = None) -> list[str]:
     """Reasons a performance run is INVALID (empty when LoadGen says VALID, or gave no verdict).
 
-    ``lg``: ``loadgen_logs.summarize`` of the run; ``s``: its RunSettings."""
+    ``lg``: ``loadgen_logs.summarize`` of the run; ``s``: its RunSettings; ``overload``: the SUT's record when it
+    shed samples. Then LoadGen's completed rate counts the empty answers too, so every rate advised here is
+    the rate the SUT really served (``overload`` leads the reasons, see ``overload()``)."""
     if lg.get("result_validity") != "INVALID":
         return []
-    r, eff = lg.get("results") or {}, lg.get("effective") or {}
+    r, eff = dict(lg.get("results") or {}), lg.get("effective") or {}
+    if overload and overload.get("served_per_s"):
+        r["result_completed_samples_per_sec"] = overload["served_per_s"]
     sc = scenarios.get(s.scenario)
     out: list[str] = []
     min_ms = eff.get("effective_min_duration_ms") or 0
