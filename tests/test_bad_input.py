@@ -58,7 +58,7 @@ def test_config_json_that_is_a_folder(tmp_path, harness_env):
     ({"system_id": "X", "gpu_names": ["NVIDIA X"], "pci_ids": [9013], "counts": [1]}, "'pci_ids' must be a list of strings"),
     ({"system_id": "X", "gpu_names": "NVIDIA X", "counts": [1]}, "'gpu_names' must be a list of strings"),
     ({"system_id": "X", "gpu_names": ["NVIDIA X"], "counts": "12"}, "'counts' must be a list of GPU counts"),
-    ({"system_id": "", "gpu_names": ["NVIDIA X"], "counts": [1]}, "'system_id' must be a non-empty name"),
+    ({"system_id": "", "gpu_names": ["NVIDIA X"], "counts": [1]}, "'system_id' must be a name of 1 to 64 letters"),
     ({"system_id": "X", "gpu_names": ["NVIDIA X"], "count": [1]}, "unknown key 'count'"),
     ({"system_id": "X", "counts": [1]}, "needs 'gpu_names' or 'pci_ids'"),
 ])

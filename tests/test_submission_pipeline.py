@@ -499,6 +499,7 @@ def test_staging_and_export_clean_what_a_killed_one_left(exported, tmp_path):
         d.mkdir(parents=True)
     stale[3].write_text("half a tarball")
     _stage(root=root)
+    truncate.truncate_all(root, log=lambda *_: None)
     export.export(submitter="OpenHarness", division="closed", version="v6.1", root=root, out=out,
                   log=lambda *_: None)
     assert [d for d in stale if d.exists()] == [] and live.is_dir()

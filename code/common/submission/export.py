@@ -33,7 +33,8 @@ from pathlib import Path
 
 from code.common import paths
 from code.common.errors import HarnessError
-from code.common.fileio import claim_dir, clean_stale_partials, read_json, staged_dir, staged_path, write_text
+from code.common.fileio import (claim_dir, clean_stale_partials, prune_empty_dirs, read_json, staged_dir,
+                                staged_path, write_text)
 from code.common import rounds
 from code.common.results.accuracy_text import has_hash
 from code.common.results.selection import test_only
@@ -119,61 +120,67 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
         clean_stale_partials(folder)
     if tarball and (tar.is_dir() or tar.is_symlink()):
         raise HarnessError(f"{tar} is a folder: the tarball cannot be written there", f"move it away: mv {tar} {tar}.old")
-    with staged_dir(final) as sub:
-        systems = set()
-        for scen_dir in sorted(p for p in results.glob("*/*/*") if p.is_dir()):
-            system, bench, scen = scen_dir.relative_to(results).parts
-            if not (scen_dir / "performance" / "run_1" / "mlperf_log_detail.txt").is_file():
-                # the official checker cannot read a scenario without a performance log (it crashes)
-                log(f"[export_submission] skipped {system}/{bench}/{scen}: no performance run staged")
-                continue
-            systems.add(system)
-            dst = sub / "results" / system / bench / scen
-            _check_submittable(scen_dir / "performance" / "run_1")
-            _copy_some(scen_dir / "performance" / "run_1", dst / "performance" / "run_1", PERF_FILES)
-            if (scen_dir / "accuracy").is_dir():
-                _check_submittable(scen_dir / "accuracy")
-                _check_truncated(scen_dir / "accuracy")
-                _copy_some(scen_dir / "accuracy", dst / "accuracy", ACC_FILES)
-                if (scen_dir / "accuracy" / "images").is_dir():
-                    link_tree(scen_dir / "accuracy" / "images", dst / "accuracy" / "images")
-            rel = Path(system) / bench / scen
-            comp_dst, meas_dst, meas_name = ((dst, dst, "measurements.json") if rnd.results_hold_compliance else
-                                             (sub / "compliance" / rel, sub / "measurements" / rel, f"{system}_{scen}.json"))
-            comp = root / "compliance" / rel
-            for test_dir in sorted(p for p in comp.glob("TEST*") if p.is_dir()) if comp.is_dir() else []:
-                t = comp_dst / test_dir.name
-                _copy_some(test_dir, t, ("verify_accuracy.txt", "verify_performance.txt"))
-                _copy_some(test_dir / "performance" / "run_1", t / "performance" / "run_1", PERF_FILES[:2])
-                if (test_dir / "accuracy").is_dir():
-                    _check_truncated(test_dir / "accuracy")
-                    _copy_some(test_dir / "accuracy", t / "accuracy", TEST01_ACC_FILES)
-            meas = root / "measurements" / rel
-            if meas.is_dir():
-                _copy_some(meas, meas_dst, MEASURE_FILES)
-                mj = meas / f"{system}_{scen}.json"
-                if mj.is_file():
-                    link_or_copy(mj, meas_dst / meas_name)
-        if not systems:      # nothing stageable (an empty tree, or results without a VALID performance run)
-            raise HarnessError(f"nothing to export: no system x benchmark x scenario under {results} has a staged "
-                               "performance run", "make run_harness RUN_ARGS=\"--benchmarks=... --scenarios=...\" "
-                               "then make update_results")
-        for system in sorted(systems):
-            sj = root / "systems" / f"{system}.json"
-            if sj.is_file():
-                link_or_copy(sj, sub / "systems" / f"{system}.json")
-        src = sub / rnd.src_dir                       # src/ from v6.0, code/ before
-        for name in source_files(repo):
-            link_or_copy(repo / name, src / name)
-        write_text(src / "SUBMISSION.md",
-                   f"# {submitter} MLPerf Inference {rnd.version} submission source\n\n"
-                   "This is the harness that produced the results. Start with README.md (if present) and\n"
-                   "each results/<system>/<benchmark>/<scenario>/README.md for the exact commands.\n")
-        write_text(sub / "documentation" / "README.md",
-                   f"# {submitter} MLPerf Inference {rnd.version}\n\nResults were produced with the open harness "
-                   "in `src/`; every scenario directory holds a README.md with the commands to reproduce it.\n")
-        write_text(sub / "documentation" / "calibration.md",
-                   "# Calibration\n\nSee calibration_process.adoc in each results/<system>/<benchmark>/<scenario>/.\n")
+    made = [d for d in (out, final.parent) if not d.exists()]     # removed again if nothing is exported
+    try:
+        with staged_dir(final) as sub:
+            systems = set()
+            for scen_dir in sorted(p for p in results.glob("*/*/*") if p.is_dir()):
+                system, bench, scen = scen_dir.relative_to(results).parts
+                if not (scen_dir / "performance" / "run_1" / "mlperf_log_detail.txt").is_file():
+                    # the official checker cannot read a scenario without a performance log (it crashes)
+                    log(f"[export_submission] skipped {system}/{bench}/{scen}: no performance run staged")
+                    continue
+                systems.add(system)
+                dst = sub / "results" / system / bench / scen
+                _check_submittable(scen_dir / "performance" / "run_1")
+                _copy_some(scen_dir / "performance" / "run_1", dst / "performance" / "run_1", PERF_FILES)
+                if (scen_dir / "accuracy").is_dir():
+                    _check_submittable(scen_dir / "accuracy")
+                    _check_truncated(scen_dir / "accuracy")
+                    _copy_some(scen_dir / "accuracy", dst / "accuracy", ACC_FILES)
+                    if (scen_dir / "accuracy" / "images").is_dir():
+                        link_tree(scen_dir / "accuracy" / "images", dst / "accuracy" / "images")
+                rel = Path(system) / bench / scen
+                comp_dst, meas_dst, meas_name = ((dst, dst, "measurements.json") if rnd.results_hold_compliance else
+                                                 (sub / "compliance" / rel, sub / "measurements" / rel, f"{system}_{scen}.json"))
+                comp = root / "compliance" / rel
+                for test_dir in sorted(p for p in comp.glob("TEST*") if p.is_dir()) if comp.is_dir() else []:
+                    t = comp_dst / test_dir.name
+                    _copy_some(test_dir, t, ("verify_accuracy.txt", "verify_performance.txt"))
+                    _copy_some(test_dir / "performance" / "run_1", t / "performance" / "run_1", PERF_FILES[:2])
+                    if (test_dir / "accuracy").is_dir():
+                        _check_truncated(test_dir / "accuracy")
+                        _copy_some(test_dir / "accuracy", t / "accuracy", TEST01_ACC_FILES)
+                meas = root / "measurements" / rel
+                if meas.is_dir():
+                    _copy_some(meas, meas_dst, MEASURE_FILES)
+                    mj = meas / f"{system}_{scen}.json"
+                    if mj.is_file():
+                        link_or_copy(mj, meas_dst / meas_name)
+            if not systems:      # nothing stageable (an empty tree, or results without a VALID performance run)
+                raise HarnessError(f"nothing to export: no system x benchmark x scenario under {results} has a staged "
+                                   "performance run", "make run_harness RUN_ARGS=\"--benchmarks=... --scenarios=...\" "
+                                   "then make update_results")
+            for system in sorted(systems):
+                sj = root / "systems" / f"{system}.json"
+                if sj.is_file():
+                    link_or_copy(sj, sub / "systems" / f"{system}.json")
+            src = sub / rnd.src_dir                       # src/ from v6.0, code/ before
+            for name in source_files(repo):
+                link_or_copy(repo / name, src / name)
+            write_text(src / "SUBMISSION.md",
+                       f"# {submitter} MLPerf Inference {rnd.version} submission source\n\n"
+                       "This is the harness that produced the results. Start with README.md (if present) and\n"
+                       "each results/<system>/<benchmark>/<scenario>/README.md for the exact commands.\n")
+            write_text(sub / "documentation" / "README.md",
+                       f"# {submitter} MLPerf Inference {rnd.version}\n\nResults were produced with the open harness "
+                       "in `src/`; every scenario directory holds a README.md with the commands to reproduce it.\n")
+            write_text(sub / "documentation" / "calibration.md",
+                       "# Calibration\n\nSee calibration_process.adoc in each results/<system>/<benchmark>/<scenario>/.\n")
+    except BaseException:
+        for d in reversed(made):
+            prune_empty_dirs(d)
+        raise
     log(f"[export_submission] {final} ({rnd.version} layout)")
     if tarball:
         tar = pack(out, submitter, log)
