@@ -469,21 +469,11 @@ def _stage_case(key: str) -> Callable[[Ctx], Row]:
 
 def _llm_data_case(key: str) -> Callable[[Ctx], Row]:
     def case(ctx: Ctx) -> Row:
-        import pandas as pd
+        from tests.test_llm_harness import spoil_llama_data
 
         d = ctx.tmp(f"llm_data_{key}")
         env = private_scratch(ctx, d, "llama2_70b")
-        [pkl] = (Path(env["MLPERF_SCRATCH_PATH"]) / "data" / "llama2_70b" / "tiny").glob("*.pkl")
-        df = pd.read_pickle(pkl)
-        if key == "empty_prompt":
-            df.at[df.index[2], "tok_input"] = []
-        elif key == "id_past_vocab":
-            df.at[df.index[2], "tok_input"] = list(df["tok_input"].iloc[2]) + [10**6]
-        elif key == "output_none":
-            df["output"] = None
-        else:
-            df.at[df.index[2], "tok_input"] = [1.5, 2.0]
-        df.to_pickle(pkl)
+        spoil_llama_data(Path(env["MLPERF_SCRATCH_PATH"]), key)
         before = snapshot(d / "scratch" / "data")
         r = harness(ctx, "llm", "--action=preprocess_data", *TINY_LLAMA, env=env)
         return judge(f"llama2 preprocess_data: {key}", r, before=before, roots=(d,))
@@ -747,6 +737,7 @@ def case_scale_extends_chain(ctx: Ctx) -> Row:
 # --- the table --------------------------------------------------------------------------------------------------------
 
 def cases() -> list[Callable[[Ctx], Row]]:
+    from tests import test_llm_harness as tlh
     from tests import test_submission_pipeline as tsp
 
     return [case_report_dir_run_logs, case_report_dir_plain_file,
@@ -755,7 +746,7 @@ def cases() -> list[Callable[[Ctx], Row]]:
             case_export_open_after_closed, case_export_other_submitter, case_export_file_at_out,
             case_export_folder_at_tarball, case_export_foreign_file,
             *[_check_case(k) for k in tsp._BAD_TREE], *[_stage_case(k) for k in tsp._BAD_STAGE],
-            *[_llm_data_case(k) for k in ("empty_prompt", "id_past_vocab", "output_none", "fractional_id")],
+            *[_llm_data_case(k) for k in tlh.LLM_DATA_FAULTS],
             *[_damaged_case(n) for n in ("tokenizer.json", "tokenizer_config.json", "config.json", "model.safetensors",
                                          "prompts.npz", "references.json")],
             case_latest_binary, case_results_list,

@@ -379,18 +379,15 @@ def test_bad_input_damaged_llm_files_are_named(tiny_llama, tmp_path, monkeypatch
     assert ("make download_model" if where == "models" else "make preprocess_data") in e.value.fix, e.value.fix
 
 
-@pytest.mark.parametrize("case", ["empty_prompt", "id_past_vocab", "output_none", "fractional_id"])
-def test_bad_input_llm_data_set_found_at_preprocess(tiny_llama, tmp_path, monkeypatch, case):
-    """A data set whose prompts or references cannot be run is refused by preprocess_data with the sample named
-    (it used to be accepted and to end a run minutes later in a 2,000-line RecursionError)."""
+LLM_DATA_FAULTS = ("empty_prompt", "id_past_vocab", "output_none", "fractional_id")
+
+
+def spoil_llama_data(scratch: Path, case: str) -> None:
+    """One of LLM_DATA_FAULTS written into the tiny Llama2-70B pickle under ``scratch`` (sample 2, or every output);
+    scripts/fault_run.py uses it too."""
     import pandas as pd
 
-    from code.common.benchmarks import implementation
-    from code.common.errors import MissingDataError
-    from code.main import plan
-
-    env = private_scratch(tiny_llama, tmp_path, "llama2_70b")
-    [pkl] = (Path(env["MLPERF_SCRATCH_PATH"]) / "data" / "llama2_70b" / "tiny").glob("*.pkl")
+    [pkl] = (scratch / "data" / "llama2_70b" / "tiny").glob("*.pkl")
     df = pd.read_pickle(pkl)
     if case == "empty_prompt":
         df.at[df.index[2], "tok_input"] = []
@@ -401,6 +398,18 @@ def test_bad_input_llm_data_set_found_at_preprocess(tiny_llama, tmp_path, monkey
     else:
         df.at[df.index[2], "tok_input"] = [1.5, 2.0]
     df.to_pickle(pkl)
+
+
+@pytest.mark.parametrize("case", LLM_DATA_FAULTS)
+def test_bad_input_llm_data_set_found_at_preprocess(tiny_llama, tmp_path, monkeypatch, case):
+    """A data set whose prompts or references cannot be run is refused by preprocess_data with the sample named
+    (it used to be accepted and to end a run minutes later in a 2,000-line RecursionError)."""
+    from code.common.benchmarks import implementation
+    from code.common.errors import MissingDataError
+    from code.main import plan
+
+    env = private_scratch(tiny_llama, tmp_path, "llama2_70b")
+    spoil_llama_data(Path(env["MLPERF_SCRATCH_PATH"]), case)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     _, [s] = plan(["--action=preprocess_data", *LLAMA])
