@@ -6,6 +6,8 @@ gives (never faked). Every model is built here from a fixed seed; nothing is dow
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import sys
 import textwrap
 import warnings
@@ -13,6 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
+from code.common import fileio
 from code.common.backends import get_backend
 from code.common.backends.base import EngineSpec
 from code.common.backends.onnxruntime import OnnxRuntimeBackend
@@ -208,6 +211,24 @@ def test_engine_cache_reuses_and_rebuilds(tiny, tmp_path, monkeypatch):
     p1.write_bytes(p1.read_bytes()[: size // 2])
     assert get_or_build(be, onnx_path, _spec(), **where) == p1 and logs[-1].startswith("[engine] build")
     assert p1.stat().st_size == size
+
+    # A same-size overwrite with its mtime put back (issue 27, item 11) is seen by the sampled fingerprint:
+    # whole-file under 64 MiB, sampled blocks above (fileio.sampled_sha256; both regimes here).
+    for whole_below, block in ((fileio.WHOLE_BELOW, fileio.SAMPLED_BLOCK), (0, 16)):
+        monkeypatch.setattr(fileio, "WHOLE_BELOW", whole_below)
+        monkeypatch.setattr(fileio, "SAMPLED_BLOCK", block)
+        get_or_build(be, onnx_path, _spec(), **where)            # (re)built under this regime's fingerprint
+        sampled = json.loads(p1.with_name(p1.name + ".json").read_text())["engine_sampled"]
+        assert sampled.startswith("sampled:") == (whole_below == 0)
+        st = p1.stat()
+        data = bytearray(p1.read_bytes())
+        data[-1] ^= 0xFF                                         # the last byte: in the last sampled block
+        p1.write_bytes(bytes(data))
+        os.utime(p1, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert p1.stat().st_size == st.st_size and p1.stat().st_mtime_ns == st.st_mtime_ns
+        assert get_or_build(be, onnx_path, _spec(), **where) == p1
+        assert logs[-1].startswith("[engine] build") and "sampled sha256 differs" in logs[-1], logs[-1]
+        assert get_or_build(be, onnx_path, _spec(), **where) == p1 and logs[-1].startswith("[engine] reuse")
 
     # A changed spec field that keeps the file name still rebuilds (the hash covers the spec).
     assert get_or_build(be, onnx_path, _spec(intra_op_threads=2), **where) == p1

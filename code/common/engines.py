@@ -4,8 +4,9 @@ Layout: build/engines/<system_id>/<benchmark>/<scenario>/<component>-b<batch>-<p
 with <engine>.json beside it recording the build key and what went into it. The build key covers the
 engine spec, the backend and its versions, and the source's content (an ONNX file's sha256, or a
 folder's file listing with sizes and times); a changed key rebuilds, an unchanged one is reused as
-long as the engine file is intact: the size it was written with, and its recorded sha256 whenever its
-size or mtime moved. ``--force_rebuild`` (``rebuilding``) builds regardless.
+long as the engine file is intact: the size it was written with, its sampled fingerprint
+(``fileio.sampled_sha256``: whole under 64 MiB, 64 blocks of 64 KiB above) on every reuse, and its full
+sha256 whenever its size or mtime moved. ``--force_rebuild`` (``rebuilding``) builds regardless.
 
 The backend chooses what to build from (``Backend.prepare``: the ONNX model, or an eager torch
 module factory), so benchmark code never names a backend.
@@ -23,7 +24,7 @@ from typing import Callable, Iterator
 from code.common import paths, progress
 from code.common.backends.base import Backend, EngineSpec, ModelSource
 from code.common.errors import HarnessError, MissingDataError
-from code.common.fileio import clean_stale_partials, sha256_file, staged_path, write_json
+from code.common.fileio import clean_stale_partials, sampled_sha256, sha256_file, staged_path, write_json
 
 
 def engine_path(system_id: str, benchmark: str, scenario: str, spec: EngineSpec, backend: Backend) -> Path:
@@ -69,10 +70,14 @@ def rebuilding(force: bool) -> Iterator[None]:
 
 
 def _intact(out: Path, meta: dict) -> str | None:
-    """None if the engine file is the one that was built; else why not. The size is always checked;
-    the sha256 only when the size or mtime moved (a multi-GB engine is not hashed on every run)."""
+    """None if the engine file is the one that was built; else why not. The size and the sampled
+    fingerprint are always checked (a same-size overwrite with its mtime put back changes the fingerprint
+    wherever it touches a sampled block, anywhere in a file under 64 MiB); the full sha256 only when the
+    size or mtime moved (a multi-GB engine is not hashed whole on every run)."""
     if meta.get("engine_size") != out.stat().st_size:
         return f"its size is {out.stat().st_size}, not the {meta.get('engine_size')} bytes it was built with"
+    if meta.get("engine_sampled") and sampled_sha256(out) != meta["engine_sampled"]:
+        return "its content changed since it was built (sampled sha256 differs)"
     if meta.get("engine_stat") == _stamp(out):
         return None
     if meta.get("engine_sha256") and sha256_file(out) != meta["engine_sha256"]:
@@ -115,7 +120,7 @@ def get_or_build(backend: Backend, source: ModelSource | str | Path, spec: Engin
                            "source_sha256": None if src.is_dir() else digest,
                            "source_stat": None if src.is_dir() else _stamp(src),
                            "engine_size": out.stat().st_size, "engine_stat": _stamp(out),
-                           "engine_sha256": sha256_file(out), "build_seconds": round(time.time() - t0, 3),
+                           "engine_sha256": sha256_file(out), "engine_sampled": sampled_sha256(out), "build_seconds": round(time.time() - t0, 3),
                            "versions": backend.versions()})
     if forced is not None:
         forced.add(out)
