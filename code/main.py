@@ -95,6 +95,7 @@ def check_rate(spec, scenario, system, reg, cli, config_ver, derived, values) ->
     without --force, naming both rates and the query count it implies."""
     from code.common import scenarios
     from code.common.configs import resolve
+    from code.common.settings import min_duration_ms
 
     sizing = scenarios.get(scenario).sizing
     if sizing.endswith("_ns") or sizing not in cli:
@@ -103,7 +104,7 @@ def check_rate(spec, scenario, system, reg, cli, config_ver, derived, values) ->
                          config_ver, derived)[0][sizing]
     want = values[sizing]
     if configured and want > OVERLOAD_FACTOR * configured:
-        seconds = (values["min_duration"] or (60000 if values["fast"] else 600000)) / 1000
+        seconds = min_duration_ms(values) / 1000
         raise HarnessError(f"--{sizing}={want:g} is {want / configured:.0f}x the {configured:g} this system's "
                            f"config expects for {spec.name} {scenario}: LoadGen would generate about "
                            f"{want * seconds:,.0f} samples for a {seconds:g} s run",
@@ -122,10 +123,10 @@ def check_schedule(spec, scenario, system, values, sources) -> None:
     --fast's defaults) must fit in memory: past SCHEDULE_MEMORY_SHARE of it the machine would swap or kill the
     run long before its first result, so this holds even with --force."""
     from code.common import scenarios
+    from code.common.settings import min_duration_ms
 
     sc = scenarios.get(scenario)
-    seconds_default = 60000 if values.get("fast") else 600000
-    n = sc.planned_samples(values, seconds_default)
+    n = sc.planned_samples(values, min_duration_ms(values))
     budget = system.info.memory_gb * 1e9 * SCHEDULE_MEMORY_SHARE
     need = n * LOADGEN_BYTES_PER_SAMPLE
     if not budget or need <= budget:
@@ -147,10 +148,11 @@ def check_arrivals(spec, scenario, values, sources) -> None:
     would sit waiting for LoadGen's next Poisson arrival with nothing outstanding (so no watchdog speaks): say so
     before it starts."""
     from code.common import scenarios
+    from code.common.settings import min_duration_ms
 
     sc = scenarios.get(scenario)
     qps = values.get(sc.sizing) if sc.runs_as_server else None
-    seconds = (values.get("min_duration") or (60000 if values.get("fast") else 600000)) / 1000
+    seconds = min_duration_ms(values) / 1000
     if not qps or 1 / qps <= max(seconds, ARRIVAL_GAP_S):
         return
     raise HarnessError(f"{spec.name} {scenario}: {sc.sizing} = {qps:g} (from {sources.get(sc.sizing, 'the defaults')}) "

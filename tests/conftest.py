@@ -70,13 +70,15 @@ def assert_audit_passed(rec: dict) -> bool:
 
 
 def run_main(*args: str, env: dict | None = None, check: bool = False, timeout: int = 900,
-             latency: bool = False) -> subprocess.CompletedProcess:
+             latency: bool = False, cwd: Path = REPO, drop_env: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     """Run ``python -m code.main`` exactly as a user would; returns the completed process. ``latency``: a run
-    whose latency bound must hold on this shared CPU (it gets the CPU first, see _priority)."""
-    e = dict(os.environ)
+    whose latency bound must hold on this shared CPU (it gets the CPU first, see _priority). ``cwd``: the tree
+    whose ``code`` runs (a copy, tests/test_add_benchmark.py); ``drop_env``: variables of this process it must
+    not inherit."""
+    e = {k: v for k, v in os.environ.items() if k not in drop_env}
     e.update(env or {})
     e.setdefault("PYTHONUNBUFFERED", "1")
-    r = subprocess.run([PY, "-m", "code.main", *args], cwd=REPO, env=e, capture_output=True, text=True, timeout=timeout,
+    r = subprocess.run([PY, "-m", "code.main", *args], cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout,
                        preexec_fn=_priority(latency))
     if check and r.returncode != 0:
         raise AssertionError(f"code.main {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")

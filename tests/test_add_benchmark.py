@@ -9,16 +9,14 @@ configs and the round table file may differ, so any framework edit a new benchma
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import BACKGROUND_NICE, metadata_under
+from tests.conftest import metadata_under, run_main
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = Path(__file__).resolve().parent / "toybench"
@@ -70,20 +68,12 @@ class Copy:
         self.root, self.work = root, work
         self.copied: dict[str, str] = {}      # relative path -> sha256, as copied
         self.table_before = ""                # the round table as copied
-        self.env = {k: v for k, v in os.environ.items() if k not in POINTERS}
-        self.env.update(MLPERF_SCRATCH_PATH=str(work / "scratch"), MLPERF_BUILD_DIR=str(work / "build"),
-                        PYTHONUNBUFFERED="1")
+        self.env = {"MLPERF_SCRATCH_PATH": str(work / "scratch"), "MLPERF_BUILD_DIR": str(work / "build")}
 
     def main(self, *args: str) -> subprocess.CompletedProcess:
-        """``python -m code.main`` with the copy as the working directory (so ``code`` is the copy's),
-        at the background priority the other tests' runs take (tests.conftest)."""
-        def nice() -> None:
-            try:
-                os.nice(BACKGROUND_NICE)
-            except OSError:
-                pass
-        return subprocess.run([sys.executable, "-m", "code.main", *args], cwd=self.root, env=self.env,
-                              capture_output=True, text=True, timeout=300, preexec_fn=nice if BACKGROUND_NICE else None)
+        """``python -m code.main`` with the copy as the working directory (so ``code`` is the copy's), without
+        this session's folder pointers."""
+        return run_main(*args, env=self.env, cwd=self.root, drop_env=POINTERS, timeout=300)
 
     def run_ok(self, *args: str) -> subprocess.CompletedProcess:
         r = self.main(*args)

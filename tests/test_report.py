@@ -235,3 +235,55 @@ def test_report_survives_a_damaged_latest_pointer_and_record(runs, tiny_resnet, 
     r = run_main("--action=report", f"--report_logs={logs}", f"--report_dir={tmp_path / 'rep'}", "--benchmarks=resnet",
                  env=tiny_resnet)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+
+
+def test_report_pool_and_reuse_give_the_same_report(report, runs, tmp_path, monkeypatch):
+    """The pictures drawn in worker processes are the sequential ones byte for byte, with the same row figures; a
+    second report over the same runs links the pictures of unchanged runs (same inode) and redraws a changed one;
+    a damaged sample timeline is a warning naming the file, the run still in the table (issue 27: `make report`
+    over 1,000 runs; scripts/bench_report.py measures it)."""
+    import os
+
+    from code.common import report as rep
+
+    _, summary, _ = report
+    monkeypatch.setenv("MLPERF_PROGRESS", "0")
+    monkeypatch.setattr(rep, "POOL_FROM", 1)
+    chosen, roots = rep.select({"report_logs": [str(runs)]})
+    pooled = rep.build(chosen, roots, tmp_path / "pool", workers=2)
+    sequential = rep.build(chosen, roots, tmp_path / "seq", workers=1)
+
+    def figures(s):          # as summary.json holds them
+        return [{k: v for k, v in r.items() if k != "pictures"} for r in json.loads(json.dumps(s))["runs"]]
+    assert figures(pooled) == figures(summary)
+    files = [p["file"] for r in pooled["runs"] for p in r["pictures"]]
+    assert len(files) >= 6 and files == [p["file"] for r in sequential["runs"] for p in r["pictures"]]
+    for f in files:
+        assert (tmp_path / "pool" / "img" / f).read_bytes() == (tmp_path / "seq" / "img" / f).read_bytes(), f
+
+    server = next(c for c in chosen if c.meta.get("scenario") == "Server")
+    tl = server.dir / "sample_timeline.npz"
+    backup = tl.read_bytes()
+    os.utime(tl, ns=(tl.stat().st_atime_ns, tl.stat().st_mtime_ns + 10**9))     # a changed run: a new key
+    again = rep.build(chosen, roots, tmp_path / "again", reuse=tmp_path / "pool" / "img", workers=1)
+    changed = {p["file"] for r in again["runs"] if r["scenario"] == "Server" for p in r["pictures"]}
+    for f in (p["file"] for r in again["runs"] for p in r["pictures"]):
+        same = (tmp_path / "again" / "img" / f).stat().st_ino == (tmp_path / "pool" / "img" / f).stat().st_ino \
+            if (tmp_path / "pool" / "img" / f).exists() else False
+        assert same == (f not in changed), f
+    assert figures(again) == figures(summary)
+
+    try:
+        tl.write_bytes(backup[: len(backup) // 2])                   # a damaged timeline
+        chosen, roots = rep.select({"report_logs": [str(runs)]})
+        import contextlib
+        import io
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            damaged = rep.build(chosen, roots, tmp_path / "damaged", workers=1)
+        assert f"{tl}: unreadable sample timeline" in err.getvalue(), err.getvalue()
+        row = next(r for r in damaged["runs"] if r["scenario"] == "Server")
+        assert row["pictures"] == [] and row["metric"] == next(r for r in summary["runs"] if r["scenario"] == "Server")["metric"]
+    finally:
+        tl.write_bytes(backup)

@@ -171,11 +171,10 @@ def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp, final)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    except HarnessError:
+    except (HarnessError, OSError):
         raise
     except Exception as e:       # noqa: BLE001 - as in staged_path: a full disk in a library's words
-        if not isinstance(e, OSError):
-            _raise_if_full(final, e)
+        _raise_if_full(final, e)
         raise
     finally:
         if tmp.exists():

@@ -16,6 +16,15 @@ from typing import Any, Mapping
 
 from code.common.benchmark import BenchmarkSpec
 
+FAST_MIN_DURATION_MS = 60_000      # what --fast (--test_run) sets
+ROUND_MIN_DURATION_MS = 600_000    # what LoadGen's mlperf.conf sets when nothing else does (every round's)
+
+
+def min_duration_ms(values: Mapping[str, Any]) -> int:
+    """The minimum duration a run's values make LoadGen use: --min_duration (a flag or config.json), else
+    --fast's, else the round's. The one place the planning checks and the run's user.conf read it from."""
+    return int(values.get("min_duration") or (FAST_MIN_DURATION_MS if values.get("fast") else ROUND_MIN_DURATION_MS))
+
 
 def _NOT_SUBMITTABLE(default: Any) -> Any:
     """A RunControl value that makes a run unsubmittable when it differs from ``default``."""

@@ -29,7 +29,7 @@ from code.common.results import explain
 from code.common.errors import HarnessError, disk_full
 from code.common.fileio import clean_stale_partials, make_stage_dir, partial_prefix, write_json, write_text
 from code.common.results.loadgen_logs import summarize
-from code.common.settings import RunControl, RunSettings
+from code.common.settings import FAST_MIN_DURATION_MS, RunControl, RunSettings
 
 
 def user_conf_text(s: RunSettings, control: RunControl) -> str:
@@ -42,7 +42,7 @@ def user_conf_text(s: RunSettings, control: RunControl) -> str:
 
     factor = s.audit_server_qps_factor if control.audit_test else None
     lines += scenarios.conf_lines(s.scenario, m, dict(s.values), audit_factor=factor)
-    min_duration = s.min_duration or (60000 if s.fast else 0)
+    min_duration = s.min_duration or (FAST_MIN_DURATION_MS if s.fast else 0)     # 0: mlperf.conf's
     min_query_count = s.min_query_count or (1 if s.fast else 0)
     if min_duration:
         put("min_duration", min_duration)

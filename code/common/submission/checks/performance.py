@@ -6,9 +6,9 @@ from pathlib import Path
 from code.common import rounds, scenarios
 from code.common.compliance.mlperf_log import DetailLog
 from code.common.submission import mlperf_conf
+from code.common.settings import FAST_MIN_DURATION_MS
 from code.common.submission.checks.findings import Findings, log_basics, read_log, require, run_record
 
-FAST_MIN_DURATION_MS = 60_000   # what --fast (--test_run) sets
 
 
 def _samples_per_query(f: Findings, log: DetailLog, rb: rounds.RoundBenchmark, scen: str, conf: dict,
