@@ -691,6 +691,41 @@ def case_calibrate_fp16(ctx: Ctx) -> Row:
     return judge("calibrate --precision=fp16", r, roots=(d,), needle="fp16")
 
 
+def case_engine_same_size_overwrite(ctx: Ctx) -> Row:
+    """An engine overwritten with bytes of the same size and its mtime put back: rebuilt, not reused."""
+    tiny(ctx, "resnet50")
+    d = ctx.tmp("engine_same_size")
+    env = {"MLPERF_BUILD_DIR": str(d / "build")}
+    first = harness(ctx, "engine", "--action=generate_engines", *TINY_RN, "--scenarios=Offline", env=env)
+    if first.exit != 0:
+        return judge("engine overwritten, same size and mtime", first, roots=(d,), expect_error=False)
+    [eng] = [p for p in (d / "build" / "engines").rglob("*.onnx")][:1]
+    st = eng.stat()
+    data = bytearray(eng.read_bytes())
+    data[-1] ^= 0xFF
+    eng.write_bytes(bytes(data))
+    os.utime(eng, ns=(st.st_atime_ns, st.st_mtime_ns))
+    r = harness(ctx, "engine", "--action=generate_engines", *TINY_RN, "--scenarios=Offline", env=env)
+    return judge("engine overwritten, same size and mtime", r, roots=(d,), expect_error=False,
+                 checks=[("sampled sha256 differs" in r.text, "not rebuilt: the damaged engine was reused")],
+                 note="rebuilt: sampled sha256 differs")
+
+
+def case_report_damaged_timeline(ctx: Ctx) -> Row:
+    d, ex = ctx.tmp("report_damaged_timeline"), exported(ctx)
+    logs = d / "logs"
+    shutil.copytree(ex["build"] / "logs", logs)
+    tls = sorted(logs.rglob("sample_timeline.npz"))
+    if not tls:
+        return skipped("report: truncated sample_timeline.npz", "the fixture's runs have no timelines")
+    tls[0].write_bytes(tls[0].read_bytes()[:40])
+    before = snapshot(logs)
+    r = harness(ctx, "report", "--action=report", f"--report_logs={logs}", f"--report_dir={d / 'rep'}")
+    return judge("report: truncated sample_timeline.npz", r, before=before, roots=(d,), expect_error=False,
+                 checks=[(f"{tls[0]}: unreadable sample timeline" in r.text, "the damaged file is not named")],
+                 note="tolerated: a warning names it, the run is in the table without pictures")
+
+
 # --- 11. scale ---------------------------------------------------------------------------------------------------------
 
 def _system_id(ctx: Ctx, env: dict[str, str]) -> str:
@@ -753,7 +788,8 @@ def cases() -> list[Callable[[Ctx], Row]]:
             case_disk_full_engine, case_disk_full_model,
             case_unet3d_server, case_system_id_space, case_gpu_name_300, case_server_qps_tiny,
             case_sigterm_update_results, case_sigterm_export, case_sigterm_run_harness, case_find_performance_reuse,
-            case_calibrate_fp16, case_scale_8mb_config, case_scale_extends_chain]
+            case_calibrate_fp16, case_engine_same_size_overwrite, case_report_damaged_timeline,
+            case_scale_8mb_config, case_scale_extends_chain]
 
 
 COLUMNS = ("case", "exit", "error", "fix", "traceback", "intact", "verdict", "note")

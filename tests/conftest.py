@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import sys
 import warnings
 from pathlib import Path
@@ -78,8 +79,12 @@ def run_main(*args: str, env: dict | None = None, check: bool = False, timeout: 
     e = {k: v for k, v in os.environ.items() if k not in drop_env}
     e.update(env or {})
     e.setdefault("PYTHONUNBUFFERED", "1")
+    t0, c0 = time.monotonic(), _cpu_seconds()
     r = subprocess.run([PY, "-m", "code.main", *args], cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout,
                        preexec_fn=_priority(latency))
+    if os.environ.get("RUN_MAIN_LOG"):      # where the suite's time goes, run by run
+        with open(os.environ["RUN_MAIN_LOG"], "a") as f:
+            f.write(f"{time.monotonic() - t0:7.1f} s wall {_cpu_seconds() - c0:7.1f} s CPU  {' '.join(args)}\n")
     if check and r.returncode != 0:
         raise AssertionError(f"code.main {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
     return r
@@ -165,6 +170,7 @@ def _cpu_seconds() -> float:
 
 _CPU_MARK = [_cpu_seconds()]           # this process's CPU when the last test phase ended
 CPU_BY_FILE: dict[str, float] = {}     # test file -> CPU seconds its phases used (summed on the controller)
+CPU_BY_PHASE: dict[str, float] = {}    # "<node id> <setup|call|teardown>" -> CPU seconds
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -187,6 +193,7 @@ def pytest_runtest_logreport(report):
         if k == "cpu_s":
             f = report.nodeid.split("::")[0]
             CPU_BY_FILE[f] = CPU_BY_FILE.get(f, 0.0) + v
+            CPU_BY_PHASE[f"{report.nodeid} {report.when}"] = v
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -210,6 +217,10 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", f"CPU by test file: {sum(CPU_BY_FILE.values()) / 60:.1f} min in all "
                                         "(user + sys of the workers and the runs they waited for)")
         for f, s in top[:25]:
+            terminalreporter.write_line(f"CPU {s:8.1f} s  {f}")
+        terminalreporter.write_sep("-", "CPU by test phase, the 40 largest (a module fixture counts in the setup "
+                                        "of the first test that needs it)")
+        for f, s in sorted(CPU_BY_PHASE.items(), key=lambda kv: -kv[1])[:40]:
             terminalreporter.write_line(f"CPU {s:8.1f} s  {f}")
 
 

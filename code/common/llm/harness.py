@@ -251,11 +251,30 @@ class LLMBenchmark(Benchmark):
         cfg = self.model_config()
         return int(cfg.get("max_position_embeddings") or cfg.get("n_positions") or 0)
 
-    def check_tokenizer(self, tok) -> None:
+    def tokenizer_size(self) -> int:
+        """``len(tokenizer)`` (added tokens included) without transformers: its tokenizer import pulls in torch,
+        torchvision and torch._dynamo, about 4 s of CPU in every CLI call that only checks the pair. Read from
+        tokenizer.json with the tokenizers library (what a fast tokenizer's ``len`` returns); a checkpoint
+        without one goes through AutoTokenizer."""
+        f = self.checkpoint / "tokenizer.json"
+        if not f.exists():
+            return len(self.tokenizer())
+        check_hf_folder(self.checkpoint, self.fix("download_model"))
+        from tokenizers import Tokenizer
+
+        try:
+            return Tokenizer.from_file(str(f)).get_vocab_size(with_added_tokens=True)
+        except Exception as e:  # noqa: BLE001 - the Rust library raises its own Exception type for a bad file
+            raise HarnessError(f"the tokenizer in {self.checkpoint} does not load ({f.name}: "
+                               f"{str(e).splitlines()[0][:120] if str(e) else type(e).__name__})",
+                               self.fix("download_model")) from None
+
+    def check_tokenizer(self, size: int | None = None) -> None:
         """The tokenizer must fit the model: a token id past the embedding table is garbage or a crash."""
+        size = self.tokenizer_size() if size is None else size
         vocab = int(self.model_config().get("vocab_size", 0))
-        if vocab and len(tok) > vocab:
-            raise HarnessError(f"the tokenizer in {self.checkpoint} has {len(tok)} tokens but the model's vocabulary "
+        if vocab and size > vocab:
+            raise HarnessError(f"the tokenizer in {self.checkpoint} has {size} tokens but the model's vocabulary "
                                f"has {vocab}: they are not a pair", self.fix("download_model"))
 
     # --- data -----------------------------------------------------------------------------------------
@@ -324,7 +343,7 @@ class LLMBenchmark(Benchmark):
 
     def preprocess_data(self) -> None:
         tok = self.tokenizer()
-        self.check_tokenizer(tok)
+        self.check_tokenizer(len(tok))
         try:
             prompts, targets = self.read_raw(tok, self.raw_dir)
         except (ValueError, TypeError) as e:       # a value of the wrong kind in the data set
@@ -410,7 +429,7 @@ class LLMBenchmark(Benchmark):
 
     def generate_engines(self) -> dict[str, str]:
         self.model_config()
-        self.check_tokenizer(self.tokenizer())
+        self.check_tokenizer()
         spec = self.worker_specs(str(self.checkpoint))[0]
         return {"model": self.backend().prepare_model(str(self.checkpoint), spec)}
 
@@ -496,7 +515,7 @@ class LLMBenchmark(Benchmark):
 
     def make_processors(self, qsl, engines: Mapping[str, str]):
         backend = self.backend()
-        self.check_tokenizer(self.tokenizer())
+        self.check_tokenizer()
         return [backend.processor(spec) for spec in self.worker_specs(engines.get("model", str(self.checkpoint)))]
 
     def null_processors(self):
