@@ -1,13 +1,14 @@
 """Compliance audits end to end on the tiny ResNet50: the real CLI, runner, LoadGen and ONNX Runtime.
 
 Runs use a private build/ (own build/logs, so the audit's reference runs are exactly these).
-Performance runs are short (4 s); the audit's performance verdict is a ±10% comparison on a
-shared CPU, so a failing performance verdict is retried once before it counts.
+Performance runs are short (512 samples); the audit's performance verdict is a ±10% comparison of two
+timed runs on a shared CPU. A timed comparison outside it is the one failure assert_audit_passed accepts
+(as a warning), so an audit is not run again (as in tests/test_compliance_sdxl.py): a rerun of the
+reference and the audit cost 10-20 s and changed nothing the tests assert.
 """
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from tests.conftest import assert_audit_passed, offline_samples, run_main, verify_corrupted_test01
 
 # Sized by sample count (tests.conftest.offline_samples), never by an expected rate.
-SHORT = offline_samples(1024)
+SHORT = offline_samples(512)
 BASE = ("--benchmarks=resnet50", "--model_variant=tiny", "--scenarios=Offline")
 
 
@@ -32,26 +33,10 @@ def _audit_dir(env, test):
     return next((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / test).glob("*/resnet50/Offline"))
 
 
-def _fresh_reference(env):
-    """Replace the reference performance run with a new one: the audit's ±10% performance verdict
-    compares two timed runs, and on a shared CPU they should run under the same load."""
-    logs = Path(env["MLPERF_BUILD_DIR"]) / "logs"
-    for perf in logs.glob("*/*/resnet50/Offline/performance"):
-        shutil.rmtree(perf)
-    r = run_main("--action=run_harness", *BASE, "--test_mode=PerformanceOnly", *SHORT, env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
-def _audit(env, test, *extra, retry=True):
-    for attempt in range(3 if retry else 1):
-        if attempt:
-            _fresh_reference(env)
-        r = run_main("--action=run_audit_harness", f"--audit_test={test}", *BASE, *SHORT, *extra, env=env)
-        d = next((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / test).glob("*/resnet50/Offline"))
-        rec = json.loads((d / "verification.json").read_text())
-        if rec.get("accepted") or not rec.get("performance") or rec.get("accuracy", {}).get("passed") is False:
-            break
-    return r, d, rec
+def _audit(env, test, *extra):
+    r = run_main("--action=run_audit_harness", f"--audit_test={test}", *BASE, *SHORT, *extra, env=env)
+    d = next((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / test).glob("*/resnet50/Offline"))
+    return r, d, json.loads((d / "verification.json").read_text())
 
 
 def test_compliance_resnet50_offline_test01_pass(env):
@@ -79,7 +64,7 @@ def test_compliance_resnet50_offline_test04_pass(env):
 
 
 def test_compliance_resnet50_offline_test04_cached_responses_fail(env):
-    r, d, rec = _audit(env, "TEST04", "--use_cached_responses", retry=False)
+    r, d, rec = _audit(env, "TEST04", "--use_cached_responses")
     assert r.returncode == 4, r.stdout + r.stderr
     assert not rec["passed"]
     assert "TEST FAIL" in (d / "verify_performance.txt").read_text()
