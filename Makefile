@@ -28,7 +28,7 @@ DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
 .PHONY: prebuild venv build info download_model download_data preprocess_data calibrate generate_engines run_harness run \
         find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 update_results truncate_results export_submission \
-        check_submission demo test docs clean bench add_system doctor report
+        check_submission demo test docs clean bench add_system doctor report run_llm_server stop_llm_server
 
 venv: $(STAMP)
 $(STAMP): requirements.txt
@@ -101,6 +101,14 @@ run_audit_test04: venv
 # LLMs: first token, EOS and output-length checks (compliance/TEST06)
 run_audit_test06: venv
 	$(MAIN) --action=run_audit_harness --audit_test=TEST06 $(ROUND_ARG) $(RUN_ARGS)
+
+# OpenAI-compatible LLM servers for --backend=openai (vLLM, SGLang, trtllm-serve or the harness's own), one per
+# model instance; build/llm_server/endpoints.json names them
+run_llm_server: venv
+	$(MAIN) --action=run_llm_server $(ROUND_ARG) $(RUN_ARGS)
+
+stop_llm_server: venv
+	$(MAIN) --action=stop_llm_server
 
 update_results: venv
 	$(MAIN) --action=update_results --division=$(DIVISION) $(SUBMISSION_ARGS)

@@ -338,7 +338,7 @@ def test_registry_defaults_and_benchmark_backends_come_from_the_classes(monkeypa
     from code.common import backends, calibration
     from code.common.llm.backends import TransformersBackend, VLLMBackend
 
-    assert backends.for_benchmark(True) == ("transformers", "vllm", "tensorrt_llm")
+    assert backends.for_benchmark(True) == ("transformers", "vllm", "tensorrt_llm", "openai")
     assert backends.for_benchmark(False) == ("onnxruntime", "tensorrt", "pytorch")
     assert backends.ranked("gpu", True) == ("tensorrt_llm", "vllm", "transformers")
     assert backends.ranked("cpu", False) == ("onnxruntime", "pytorch")

@@ -152,6 +152,53 @@ def action_generate_engines(cli, settings) -> int:
     return 0
 
 
+def action_run_llm_server(cli, settings) -> int:
+    """Start the serving engine of one LLM benchmark, one server per model instance (code.common.llm.servers)."""
+    import dataclasses
+
+    from code.common.fileio import write_json
+    from code.common.llm import servers
+
+    names = sorted({s.benchmark for s in settings})
+    if len(names) != 1:
+        raise HarnessError(f"make run_llm_server serves one benchmark at a time, not {', '.join(names)}",
+                           'make run_llm_server RUN_ARGS="--benchmarks=<one LLM benchmark>"')
+    s = settings[0]
+    if not s.spec.generates_tokens:
+        raise HarnessError(f"{s.benchmark} generates no tokens: there is nothing to serve over HTTP",
+                           'make run_llm_server RUN_ARGS="--benchmarks=llama2-70b"')
+    bench = _bench(s)
+    bench.model_config()
+    bench.check_tokenizer()
+    v = s.values
+    gpu = s.system.accelerator == "gpu"
+    engine = servers.pick_engine(v.get("llm_server_engine") or "auto", gpu)
+    served = servers.served_name(s.spec.name, s.model_variant)
+    host, port0 = v.get("llm_server_host") or "127.0.0.1", int(v.get("llm_server_port") or 8000)
+    launches = []
+    for i, w in enumerate(bench.worker_specs(str(bench.checkpoint), local=True)):
+        spec_file = None
+        if engine == "harness":
+            spec_file = servers.state_dir() / f"{port0 + i}.spec.json"
+            write_json(spec_file, {"worker": dataclasses.asdict(w), "backend": "transformers", "served_model": served,
+                                   "tokenizer": str(bench.checkpoint),
+                                   "max_new_tokens": bench.generation().max_new_tokens})
+        launches.append(servers.command(engine, w, port=port0 + i, host=host, served=served, spec_file=spec_file))
+    rec = servers.start(launches, benchmark=s.spec.name, variant=s.model_variant, engine=engine, served=served,
+                        host=host, start_s=float(v.get("llm_server_start_s") or 1800))
+    urls = ",".join(x["url"] for x in rec["servers"])
+    print(f"[llm_server] {len(rec['servers'])} {engine} server(s) for {served}: {urls} ({servers.endpoints_file()})")
+    print(f'[llm_server] run: make run_harness RUN_ARGS="--benchmarks={s.benchmark}'
+          f'{" --model_variant=tiny" if s.model_variant == "tiny" else ""} --backend=openai"; stop: make stop_llm_server')
+    return 0
+
+
+def action_stop_llm_server(cli, settings) -> int:
+    from code.common.llm import servers
+
+    return servers.stop()
+
+
 def action_run_harness(cli, settings) -> int:
     from code.common import paths
     from code.common.results import records

@@ -18,7 +18,8 @@ from code.common.rounds import AUDIT_TESTS, VERSIONS as ROUND_VERSIONS
 
 ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "calibrate", "generate_engines",
            "run_harness", "run", "run_audit_harness", "find_performance", "docs", "add_system", "doctor", "report",
-           "update_results", "truncate_results", "export_submission", "check_submission")
+           "update_results", "truncate_results", "export_submission", "check_submission", "run_llm_server",
+           "stop_llm_server")
 # FindPeakPerformance is NVIDIA's spelling of find_performance (run_harness hands it over)
 TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun", "FindPeakPerformance")
 CONFIG_VERS = ("default", "high_accuracy", "maxq", "triton")
@@ -162,7 +163,7 @@ ENGINE_AND_RUN = ("generate_engines",) + RUN + TUNE
 DATA = ("download_model", "download_data", "preprocess_data")
 # the submission tools: they read staged runs and trees, not benchmarks
 SUBMISSION = ("update_results", "truncate_results", "export_submission", "check_submission")
-NO_BENCHMARK = ("docs", "build", "add_system", "report") + SUBMISSION     # actions that take no --benchmarks
+NO_BENCHMARK = ("docs", "build", "add_system", "report", "stop_llm_server") + SUBMISSION     # actions that take no --benchmarks
 
 # Scenario scope: a core field that only some scenarios use is listed in their
 # code.common.scenarios entry (Scenario.settings), not here.

@@ -17,6 +17,7 @@ _IMPLS = {
     "transformers": "code.common.llm.backends:TransformersBackend",
     "vllm": "code.common.llm.backends:VLLMBackend",
     "tensorrt_llm": "code.common.llm.backends:TensorRTLLMBackend",
+    "openai": "code.common.llm.backends:OpenAIBackend",
 }
 
 

@@ -8,6 +8,8 @@
   parallel sizes from config.json. Optional install: ``requirements-llm-gpu.txt``.
 - ``tensorrt_llm``: TensorRT-LLM's ``LLM`` API (in-flight batching in its executor), streaming
   ``generate_async``. Optional install, same file.
+- ``openai``: OpenAI-compatible servers over HTTP (``make run_llm_server``: vLLM, SGLang, TensorRT-LLM's
+  ``trtllm-serve`` or the harness's own server), one worker per server (``code.common.llm.openai_client``).
 
 vLLM and TensorRT-LLM are imported only when used; without them ``available()`` says what is missing
 and tests that need them skip with that reason. They are written against the libraries' public APIs
@@ -52,6 +54,11 @@ class WorkerSpec:
     threads: int = 0                   # CPU: torch intra-op threads of this worker (0: all cores)
     cpu_cores: tuple[int, ...] = ()    # CPU: pin the worker thread here
     name: str = "gen-worker-0"
+    # --backend=openai: the server this worker drives (code.common.llm.openai_client)
+    endpoint: str = ""
+    served_model: str = ""
+    request_timeout_s: float = 300.0
+    start_fix: str = ""                # the command that starts the server (its not-answering error's fix)
 
 
 class LLMBackend(Backend):
@@ -60,6 +67,7 @@ class LLMBackend(Backend):
     engine_suffix = ""
     precisions = ("fp32", "fp16", "bf16")
     serves_tokens = True
+    remote = False                     # True: each worker is a server the harness drives over the network
 
     def build(self, onnx_path, engine_path, spec):   # pragma: no cover - the engine flow is not used for LLMs
         raise HarnessError(f"--backend={self.name} builds no ONNX engines", "use an LLM benchmark with this backend")
@@ -381,3 +389,27 @@ def _stopped(r: GenRequest, tokens: list[int]) -> list[int] | None:
 
     cut = cut_at_stop(tokens, r.stop, r.min_new_tokens)
     return cut if ends_with_stop(cut, r.stop) and len(cut) >= r.min_new_tokens else None
+
+
+class OpenAIBackend(LLMBackend):
+    """Workers that are servers: each drives one OpenAI-compatible endpoint over HTTP. The servers own the model,
+    its precision and its batching; the harness sends at most ``gpu_batch_size`` requests to each at a time."""
+
+    name, short, library, display = "openai", "OAI", "aiohttp", "OpenAI-compatible HTTP server"
+    precisions = ("fp32", "fp16", "bf16", "fp8", "int8")
+    remote = True                      # workers are endpoints (LLMBenchmark.worker_specs), not model instances
+
+    def prepare_model(self, model_dir: str, spec: WorkerSpec) -> str:
+        if spec.num_beams > 1:
+            raise HarnessError(f"--backend=openai decodes greedily; this benchmark's reference decodes with "
+                               f"{spec.num_beams} beams (the completions API has no beam search)",
+                               "use --backend=transformers (beams in-process) for this benchmark")
+        return model_dir
+
+    def processor(self, spec: WorkerSpec) -> GenerationProcessor:
+        from code.common.llm.openai_client import OpenAIProcessor
+
+        self.prepare_model(spec.model_dir, spec)
+        return OpenAIProcessor(spec.endpoint, model=spec.served_model or None, max_inflight=spec.max_batch_size,
+                               timeout_s=spec.request_timeout_s, eos_token_id=spec.eos_token_id,
+                               start_fix=spec.start_fix, name=spec.name)

@@ -2,7 +2,7 @@
 scopes them to the benchmarks whose spec says ``generates_tokens``)."""
 from __future__ import annotations
 
-from code.common.fields import Field, parse_float, parse_int, parse_str
+from code.common.fields import Field, parse_float, parse_int, parse_list, parse_str
 from code.common.scenarios import SERVER_LIKE as SERVERS
 
 LLM_FIELDS: tuple[Field, ...] = (
@@ -28,4 +28,19 @@ LLM_FIELDS: tuple[Field, ...] = (
           "TensorRT-LLM orchestrator_type); mp: processes on one node.", choices=("auto", "mp", "ray")),
     Field("kv_cache_memory_fraction", parse_float, 0.9, "vllm (gpu_memory_utilization) / tensorrt_llm "
           "(free_gpu_memory_fraction): share of GPU memory for weights and KV cache.", minimum=0.05, maximum=1.0),
+    # --- OpenAI-compatible servers (code.common.llm.servers, code.common.llm.openai_client) ---
+    Field("llm_endpoints", parse_list, (), "backend=openai: the servers to drive, http://host:port,... (default: "
+          "the ones make run_llm_server started, build/llm_server/endpoints.json).", config=False),
+    Field("llm_request_timeout_s", parse_float, 300.0, "backend=openai: a server silent this long within one "
+          "request has failed (the run ends naming it).", unit="s", minimum=1),
+    Field("llm_server_engine", parse_str, "auto", "make run_llm_server: what serves the model. vllm (vllm serve), "
+          "sglang (sglang.launch_server), trtllm (trtllm-serve), harness (the harness's own server over the "
+          "transformers backend); auto: vllm on GPU systems where it imports, else harness.",
+          choices=("auto", "harness", "vllm", "sglang", "trtllm")),
+    Field("llm_server_port", parse_int, 8000, "make run_llm_server: the first server's port (the next ones count "
+          "up).", minimum=1, maximum=65535, config=False),
+    Field("llm_server_host", parse_str, "127.0.0.1", "make run_llm_server: the address the servers listen on.",
+          config=False),
+    Field("llm_server_start_s", parse_float, 1800.0, "make run_llm_server: how long a server may take to become "
+          "healthy (a large model loads for minutes).", unit="s", minimum=1, config=False),
 )

@@ -451,7 +451,9 @@ class LLMBenchmark(Benchmark):
         instances = max(1, gpus // per) if gpus else 1
         return [d * per for _ in range(max(1, s.gpu_inference_streams)) for d in range(instances)]
 
-    def worker_specs(self, model_dir: str):
+    def worker_specs(self, model_dir: str, local: bool = False):
+        """One spec per generation worker: a model instance (its device or GPU group), or with a remote backend
+        (``--backend=openai``) one per server, unless ``local`` (the instances make run_llm_server starts)."""
         from code.common.llm.backends import WorkerSpec
 
         s, gen = self.settings, self.generation()
@@ -459,6 +461,16 @@ class LLMBenchmark(Benchmark):
         eos = cfg.get("eos_token_id")
         eos, extra = (eos[0], tuple(eos[1:])) if isinstance(eos, list) and eos else (eos, ())
         pad = cfg.get("pad_token_id")
+        if not local and getattr(self.backend(), "remote", False):
+            from code.common.llm import servers
+
+            urls, served = servers.endpoints(tuple(s.values.get("llm_endpoints") or ()), self.spec.name, s.model_variant)
+            return [WorkerSpec(model_dir=model_dir, precision=s.precision, device="remote", max_batch_size=s.batch_size(),
+                               eos_token_id=eos, extra_eos=extra, pad_token_id=pad if pad is not None else (eos or 0),
+                               num_beams=gen.num_beams, endpoint=u, served_model=served,
+                               request_timeout_s=float(s.values.get("llm_request_timeout_s") or 300.0),
+                               start_fix=servers.start_command(self.spec.name, s.model_variant), name=f"openai-{i}")
+                    for i, u in enumerate(urls)]
         gpu = s.system.accelerator == "gpu"
         per = max(1, s.tensor_parallel_size * s.pipeline_parallel_size)
         dist = self.check_distributed(per)

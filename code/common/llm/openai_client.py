@@ -1,0 +1,207 @@
+"""``--backend=openai``: LoadGen's samples as streaming completion requests to OpenAI-compatible servers.
+
+One ``OpenAIProcessor`` per server (``--llm_endpoints``, else the file ``make run_llm_server`` wrote), each a
+GenerationProcessor like the in-process engines, so the streaming SUT (``code.common.llm.sut``) spreads samples
+over them by outstanding requests, reports the first streamed token to ``FirstTokenComplete`` and the whole
+answer to ``QuerySamplesComplete``. One asyncio loop per processor runs its requests on an aiohttp session
+(pooled keep-alive connections, at most ``max_inflight`` requests on the wire, the rest wait in aiohttp's queue).
+
+Each request: the prompt as token ids, ``max_tokens`` / ``min_tokens`` from the benchmark's generation settings,
+``temperature`` 0 (greedy), ``stream``, ``return_token_ids`` (LoadGen needs the exact ids: vLLM sends them with
+this field, and so does the harness's own server), and a stop sequence as ``stop_sequence_ids`` (the harness's
+server) and ``stop`` text (other servers). Beam search is refused: OpenAI's completions API has no beams.
+
+Failures never hang a run: a server that does not answer at the start is a one-line error with the command that
+starts it; one that dies, stalls past ``timeout_s`` between two chunks or answers an HTTP error mid-run answers
+the sample empty, every later sample too, and the run ends with that server named.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+from code.common.errors import HarnessError
+from code.common.llm.generation import GenRequest, GenerationProcessor
+
+START_FIX = 'make run_llm_server RUN_ARGS="--benchmarks={bench} --model_variant={variant}"'
+
+
+class ServerLost(HarnessError):
+    """A server failed mid-run (the run's error names it)."""
+
+
+class OpenAIProcessor(GenerationProcessor):
+    def __init__(self, endpoint: str, *, model: str | None = None, max_inflight: int = 64, timeout_s: float = 300.0,
+                 eos_token_id: int | None = None, stop_text: Callable[[tuple[int, ...]], str] | None = None,
+                 start_fix: str = "", name: str = "openai-0"):
+        self.endpoint = endpoint.rstrip("/")
+        self.model = model
+        self.max_batch_size = max(1, max_inflight)
+        self.timeout_s = timeout_s
+        self.eos_token_id = eos_token_id
+        self.stop_text = stop_text
+        self.start_fix = start_fix
+        self.name = name
+        self.errors: list[BaseException] = []
+        self.lost: str | None = None
+        self._outstanding = 0
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._session = None
+        self.counters = {"requests": 0, "completed": 0, "failed": 0, "tokens": 0}
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    def warmup(self) -> None:
+        """The server must be up (``/health``) and serve one model (``/v1/models``) before LoadGen starts."""
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"{self.endpoint}/health", timeout=10) as r:
+                r.read()
+            with urllib.request.urlopen(f"{self.endpoint}/v1/models", timeout=10) as r:
+                served = [m.get("id") for m in json.loads(r.read()).get("data", [])]
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            why = getattr(e, "reason", None) or e
+            raise HarnessError(f"no LLM server answers at {self.endpoint} ({why})",
+                               f"start it: {self.start_fix}" if self.start_fix else "start the server, or name "
+                               "running ones with --llm_endpoints=http://host:port,...") from None
+        if self.model is None:
+            if len(served) != 1:
+                raise HarnessError(f"the LLM server at {self.endpoint} serves {len(served)} models ({', '.join(map(str, served))})",
+                                   "name the one to use in the endpoints file or start a server per model")
+            self.model = served[0]
+
+    def start(self, on_first, on_done) -> None:
+        super().start(on_first, on_done)
+        ready = threading.Event()
+        self._loop = asyncio.new_event_loop()
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(self._open())
+            ready.set()
+            self._loop.run_forever()
+        self._thread = threading.Thread(target=run, daemon=True, name=self.name)
+        self._thread.start()
+        ready.wait()
+
+    async def _open(self) -> None:
+        import aiohttp
+
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self.max_batch_size, keepalive_timeout=60),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.timeout_s))
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+
+        async def close() -> None:
+            for t in [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+                t.cancel()
+            await self._session.close()
+        try:
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=10)
+        except Exception:  # noqa: BLE001 - closing after a failed run
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop = None
+
+    def outstanding(self) -> int:
+        return self._outstanding
+
+    def state(self) -> str:
+        return (f"{self._outstanding} request(s) outstanding at {self.endpoint}"
+                + (f"; lost: {self.lost}" if self.lost else ""))
+
+    def stats(self) -> dict:
+        return {"endpoint": self.endpoint, "model": self.model, **self.counters}
+
+    # --- requests -----------------------------------------------------------------------------------
+    def submit(self, requests: Sequence[GenRequest]) -> None:
+        with self._lock:
+            self._outstanding += len(requests)
+        self._loop.call_soon_threadsafe(self._spawn, list(requests))
+
+    def _spawn(self, requests: list[GenRequest]) -> None:
+        for r in requests:
+            self._loop.create_task(self._one(r))
+
+    def body(self, r: GenRequest) -> dict:
+        b = {"model": self.model, "prompt": [int(t) for t in r.prompt], "max_tokens": int(r.max_new_tokens),
+             "temperature": 0.0, "stream": True, "return_token_ids": True}
+        if r.min_new_tokens:
+            b["min_tokens"] = int(r.min_new_tokens)
+        if r.stop:
+            b["stop_sequence_ids"] = [int(t) for t in r.stop]
+            if self.stop_text is not None:
+                b["stop"] = [self.stop_text(r.stop)]
+                b["include_stop_str_in_output"] = True
+        return b
+
+    async def _one(self, r: GenRequest) -> None:
+        if self.lost is not None:
+            return self._end(r, [], failed=True)
+        self.counters["requests"] += 1
+        tokens: list[int] = []
+        try:
+            async with self._session.post(f"{self.endpoint}/v1/completions", json=self.body(r)) as resp:
+                if resp.status != 200:
+                    text = (await resp.text())[:200]
+                    raise ServerLost(f"the LLM server at {self.endpoint} answered HTTP {resp.status}: {text}",
+                                     "see the server's log (build/llm_server/) for why")
+                async for raw in resp.content:
+                    line = raw.strip()
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        break
+                    choices = json.loads(data).get("choices") or []
+                    if not choices:
+                        continue
+                    ids = choices[0].get("token_ids")
+                    if ids is None:
+                        raise ServerLost(f"the LLM server at {self.endpoint} sends no token ids",
+                                         "use a server that returns them (vLLM: request field return_token_ids; "
+                                         "the harness's own: make run_llm_server)")
+                    if ids and not tokens:
+                        r.first_at = time.monotonic()
+                        self.on_first(r, int(ids[0]))
+                    tokens.extend(int(t) for t in ids)
+        except asyncio.CancelledError:
+            raise
+        except ServerLost as e:
+            return self._fail(r, e)
+        except Exception as e:  # noqa: BLE001 - aiohttp's and the socket's errors alike end this server's part
+            return self._fail(r, ServerLost(
+                f"the LLM server at {self.endpoint} failed mid-run ({type(e).__name__}: {str(e)[:120] or 'no answer'})",
+                f"see the server's log (build/llm_server/), then restart it: {self.start_fix}" if self.start_fix
+                else "see the server's log, restart it and rerun"))
+        if not tokens:
+            return self._fail(r, ServerLost(f"the LLM server at {self.endpoint} ended a stream with no tokens",
+                                            "see the server's log (build/llm_server/)"))
+        self._end(r, tokens)
+
+    def _fail(self, r: GenRequest, e: ServerLost) -> None:
+        if self.lost is None:
+            self.lost = str(e)
+            self.errors.append(e)
+        self._end(r, [], failed=True)
+
+    def _end(self, r: GenRequest, tokens: list[int], failed: bool = False) -> None:
+        with self._lock:
+            self._outstanding -= 1
+        self.counters["failed" if failed else "completed"] += 1
+        self.counters["tokens"] += len(tokens)
+        r.tokens = tokens
+        r.done = True
+        self.on_done(r, np.asarray(tokens, dtype=np.int32))
