@@ -3,12 +3,12 @@
 One server per model instance, as the system's config block places them (GPUs / tensor x pipeline parallel),
 each with ``CUDA_VISIBLE_DEVICES`` set to its GPU group and its own port (``--llm_server_port`` + i):
 
-| engine  | command                                          | token ids in the stream            |
-|---------|--------------------------------------------------|------------------------------------|
-| vllm    | ``vllm serve <checkpoint>``                      | yes (request field return_token_ids) |
-| sglang  | ``python -m sglang.launch_server``               | no: refused by the client          |
-| trtllm  | ``trtllm-serve <checkpoint> --backend pytorch``  | no: refused by the client          |
-| harness | ``python -m code.common.llm.serve`` (transformers) | yes                              |
+| engine  | command                                            | token ids in the stream                       |
+|---------|----------------------------------------------------|-----------------------------------------------|
+| vllm    | ``vllm serve <checkpoint>``                        | yes (request field return_token_ids)          |
+| sglang  | ``python -m sglang.launch_server``                 | not tried here: refused if its stream has none |
+| trtllm  | ``trtllm-serve <checkpoint> --backend pytorch``    | not tried here: refused if its stream has none |
+| harness | ``python -m code.common.llm.serve`` (transformers) | yes                                           |
 
 ``auto`` picks vLLM on GPU systems where it imports, else the harness's own server. Each server's output goes
 to build/llm_server/<port>.log. The launcher waits for every ``/health``; a server that exits or does not
