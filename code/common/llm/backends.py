@@ -6,8 +6,12 @@
   batches, since beams cannot stream.
 - ``vllm``: vLLM's ``LLMEngine`` (its own continuous batching and paged KV cache); tensor / pipeline
   parallel sizes from config.json. Optional install: ``requirements-llm-gpu.txt``.
-- ``tensorrt_llm``: TensorRT-LLM's ``LLM`` API (in-flight batching in its executor), streaming
-  ``generate_async``. Optional install, same file.
+- ``tensorrt_llm``: TensorRT-LLM's ``LLM`` API (1.x: the PyTorch flow, in-flight batching in its executor),
+  streaming ``generate_async``. Optional install, same file.
+
+vLLM and TensorRT-LLM choose their GPUs with ``CUDA_VISIBLE_DEVICES``, which is process-wide: in-process they
+run one model instance (``place`` refuses more; ``make run_llm_server`` serves one per GPU group), and only
+transformers decodes with beams (``check`` refuses a beam benchmark on the others).
 - ``openai``: OpenAI-compatible servers over HTTP (``make run_llm_server``: vLLM, SGLang, TensorRT-LLM's
   ``trtllm-serve`` or the harness's own server), one worker per server (``code.common.llm.openai_client``).
 
@@ -68,6 +72,8 @@ class LLMBackend(Backend):
     precisions = ("fp32", "fp16", "bf16")
     serves_tokens = True
     remote = False                     # True: each worker is a server the harness drives over the network
+    beam_search = False                # decodes with num_beams > 1 (the others refuse a beam benchmark)
+    instances_per_process = 0          # >0: model instances one process can hold (CUDA_VISIBLE_DEVICES is per process)
 
     def build(self, onnx_path, engine_path, spec):   # pragma: no cover - the engine flow is not used for LLMs
         raise HarnessError(f"--backend={self.name} builds no ONNX engines", "use an LLM benchmark with this backend")
@@ -76,8 +82,34 @@ class LLMBackend(Backend):
         raise HarnessError(f"--backend={self.name} loads no ONNX engines", "use an LLM benchmark with this backend")
 
     def prepare_model(self, model_dir: str, spec: WorkerSpec) -> str:
-        """What the workers load (the checkpoint folder; TensorRT-LLM builds its engine here)."""
+        """What the workers load: the checkpoint folder (the engines build their own graphs from it)."""
+        self.check(spec)
         return model_dir
+
+    def check(self, spec: WorkerSpec) -> None:
+        """Refuse what this backend would silently do differently from the reference: beam search."""
+        if spec.num_beams > 1 and not self.beam_search:
+            raise HarnessError(f"--backend={self.name} decodes greedily; this benchmark's reference decodes with "
+                               f"{spec.num_beams} beams", "use --backend=transformers (beam search in-process) "
+                               "for this benchmark")
+
+    def place(self, specs: Sequence[WorkerSpec]) -> None:
+        """Refuse more model instances than one process can place on their own GPUs."""
+        n = self.instances_per_process
+        if n and len(specs) > n:
+            raise HarnessError(f"--backend={self.name} holds {n} model instance per process (its GPUs are chosen "
+                               f"with CUDA_VISIBLE_DEVICES, which is process-wide); this config asks for {len(specs)} "
+                               f"(GPU groups {', '.join(','.join(map(str, s.gpus)) or '-' for s in specs)})",
+                               "serve one instance per GPU group: make run_llm_server (its engine), then "
+                               "make run_harness RUN_ARGS=\"... --backend=openai\"")
+
+    @staticmethod
+    def pin_gpus(spec: WorkerSpec) -> None:
+        """This process's GPUs are the instance's group, unless the user chose them (CUDA_VISIBLE_DEVICES set)."""
+        import os
+
+        if spec.gpus and "CUDA_VISIBLE_DEVICES" not in os.environ:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, spec.gpus))
 
     def processor(self, spec: WorkerSpec) -> GenerationProcessor:
         raise NotImplementedError
@@ -92,6 +124,7 @@ def _torch_dtype(precision: str):
 class TransformersBackend(LLMBackend):
     name, short, library, display = "transformers", "HF", "transformers", "Hugging Face Transformers"
     preference = {"gpu": 2, "cpu": 0}
+    beam_search = True
 
     def processor(self, spec: WorkerSpec) -> GenerationProcessor:
         import torch
@@ -169,8 +202,11 @@ class VLLMBackend(LLMBackend):
     name, short, library, display = "vllm", "vLLM", "vllm", "vLLM"
     spans_ray_cluster = True
     preference = {"gpu": 1}
+    instances_per_process = 1
 
     def processor(self, spec: WorkerSpec) -> GenerationProcessor:
+        self.check(spec)
+        self.pin_gpus(spec)
         return VLLMProcessor(spec)
 
 
@@ -179,12 +215,8 @@ class VLLMProcessor(GenerationProcessor):
     continuously), and each step's outputs carry every request's tokens so far."""
 
     def __init__(self, spec: WorkerSpec):
-        import os
-
         from vllm import EngineArgs, LLMEngine, SamplingParams
 
-        if spec.gpus:
-            os.environ.setdefault("CUDA_VISIBLE_DEVICES", ",".join(map(str, spec.gpus)))
         self.SamplingParams = SamplingParams
         args = EngineArgs(model=spec.model_dir, tokenizer=spec.model_dir, skip_tokenizer_init=True,
                           dtype={"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}.get(spec.precision, "auto"),
@@ -249,7 +281,7 @@ class VLLMProcessor(GenerationProcessor):
                         self.on_first(r, int(toks[0]))
                     stopped = _stopped(r, toks)
                     if stopped is not None and not out.finished:      # a multi-token stop sequence: vLLM
-                        self.engine.abort_request(out.request_id)      # stops on single tokens only
+                        self.engine.abort_request([out.request_id])    # stops on single tokens only (V1: a list)
                         toks = stopped
                     r.tokens = toks
                     if out.finished or stopped is not None:
@@ -275,28 +307,17 @@ class VLLMProcessor(GenerationProcessor):
 
 
 class TensorRTLLMBackend(LLMBackend):
+    """TensorRT-LLM 1.x: ``tensorrt_llm.LLM`` is the PyTorch flow, which compiles from the Hugging Face checkpoint
+    when it loads (there is no engine to build or ``save`` beforehand; that was the TensorRT flow's class)."""
+
     name, short, library, display = "tensorrt_llm", "TRTLLM", "tensorrt_llm", "TensorRT-LLM"
     spans_ray_cluster = True
     preference = {"gpu": 0}
-
-    def prepare_model(self, model_dir: str, spec: WorkerSpec) -> str:
-        """Build (once) and save the TensorRT-LLM engine beside the checkpoint; return the engine folder."""
-        from pathlib import Path
-
-        from code.common.fileio import staged_dir
-
-        ep = f"ep{spec.expert_parallel_size}" if spec.expert_parallel_size > 1 else ""
-        engine = Path(model_dir).with_name(Path(model_dir).name + f".trtllm-tp{spec.tensor_parallel_size}{ep}"
-                                           f"pp{spec.pipeline_parallel_size}-bs{spec.max_batch_size}-{spec.precision}")
-        if (engine / "config.json").exists():
-            return str(engine)
-        llm = _trtllm_llm(model_dir, spec)
-        with staged_dir(engine) as tmp:
-            llm.save(str(tmp))
-        llm.shutdown()
-        return str(engine)
+    instances_per_process = 1
 
     def processor(self, spec: WorkerSpec) -> GenerationProcessor:
+        self.check(spec)
+        self.pin_gpus(spec)
         return TensorRTLLMProcessor(spec)
 
 
@@ -399,17 +420,10 @@ class OpenAIBackend(LLMBackend):
     precisions = ("fp32", "fp16", "bf16", "fp8", "int8")
     remote = True                      # workers are endpoints (LLMBenchmark.worker_specs), not model instances
 
-    def prepare_model(self, model_dir: str, spec: WorkerSpec) -> str:
-        if spec.num_beams > 1:
-            raise HarnessError(f"--backend=openai decodes greedily; this benchmark's reference decodes with "
-                               f"{spec.num_beams} beams (the completions API has no beam search)",
-                               "use --backend=transformers (beams in-process) for this benchmark")
-        return model_dir
-
     def processor(self, spec: WorkerSpec) -> GenerationProcessor:
         from code.common.llm.openai_client import OpenAIProcessor
 
-        self.prepare_model(spec.model_dir, spec)
+        self.check(spec)             # the completions API has no beam search
         return OpenAIProcessor(spec.endpoint, model=spec.served_model or None, max_inflight=spec.max_batch_size,
                                timeout_s=spec.request_timeout_s, eos_token_id=spec.eos_token_id,
                                start_fix=spec.start_fix, name=spec.name)

@@ -499,6 +499,8 @@ class LLMBenchmark(Benchmark):
                 pad_token_id=pad if pad is not None else (eos or 0), max_context=self.max_context(),
                 num_beams=gen.num_beams, threads=s.cpu_threads or max(1, cores // len(devs)),
                 cpu_cores=tuple(sl or ()), name=f"gen-worker-{i}"))
+        if not local:
+            self.backend().place(out)
         return out
 
     def check_distributed(self, per: int) -> str:
