@@ -15,7 +15,8 @@ Routes:
   harness's own stop sequences are; an extension other servers ignore), ``return_token_ids`` (vLLM's field:
   the answer carries ``prompt_token_ids`` and each choice its ``token_ids``; this server always sends them),
   ``stream``;
-- ``POST /v1/chat/completions``: ``messages`` through the checkpoint's chat template, otherwise as above.
+- ``POST /v1/chat/completions``: ``messages`` through the checkpoint's chat template (a checkpoint without one,
+  as the tiny ones: the contents joined by newlines, as plain text), otherwise as above.
 
 Streaming is Server-Sent Events (``data: {json}`` lines, then ``data: [DONE]``): one chunk as soon as the first
 token exists (the client's time to first token), then one with the rest when the sample ends (the scheduler
@@ -71,8 +72,10 @@ class TokenText:
                 from transformers import AutoTokenizer
 
                 self._chat = AutoTokenizer.from_pretrained(self.folder)
-        if not getattr(self._chat, "chat_template", None):
-            raise Bad("this model has no chat template: use /v1/completions")
+        if not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages):
+            raise Bad("messages: objects with a text content")
+        if not getattr(self._chat, "chat_template", None):     # the tiny tokenizers: the contents as plain text
+            return self.encode("\n".join(m["content"] for m in messages))
         ids = self._chat.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         return list(ids["input_ids"] if isinstance(ids, dict) else ids)
 
