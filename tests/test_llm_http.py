@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -65,6 +66,34 @@ def test_http_batch1_is_token_identical_to_generate(server, tmp_path):
     assert m["backend"] == "openai" and m["system_name"].endswith("_OAI") and m["accuracy"]["passed"]
     w = m["generation"]["workers"][0]
     assert w["endpoint"] == server["url"] and w["completed"] == 32 and w["failed"] == 0
+
+
+def post(url: str, body: dict) -> tuple[int, dict]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_http_protocol_completions_chat_and_refusals(server):
+    """The routes as an OpenAI client sees them (the MLCommons endpoints client speaks chat): a chat request is the
+    completion of its contents (the tiny checkpoint has no chat template), token ids in both; sampling, beams and a
+    wrong model are refused with 4xx and a message."""
+    url = server["url"]
+    code, chat = post(f"{url}/v1/chat/completions", {"model": "llama2_70b-tiny", "max_tokens": 6,
+                                                     "messages": [{"role": "user", "content": "hello there"}]})
+    assert code == 200 and chat["object"] == "chat.completion", chat
+    code, comp = post(f"{url}/v1/completions", {"prompt": "hello there", "max_tokens": 6})
+    assert code == 200 and comp["choices"][0]["token_ids"] == chat["choices"][0]["token_ids"], (comp, chat)
+    assert len(comp["choices"][0]["token_ids"]) == comp["usage"]["completion_tokens"] <= 6
+    for body, status, needle in (({"prompt": "x", "temperature": 0.7}, 400, "greedily"),
+                                 ({"prompt": "x", "use_beam_search": True}, 400, "beam"),
+                                 ({"prompt": "x", "model": "gpt-4"}, 404, "not served here"),
+                                 ({"prompt": [], "max_tokens": 2}, 400, "prompt")):
+        code, err = post(f"{url}/v1/completions", body)
+        assert code == status and needle in err["error"]["message"], (body, code, err)
 
 
 def test_http_test06_and_server_token_latencies(server, tmp_path):
