@@ -8,12 +8,12 @@
   parallel sizes from config.json. Optional install: ``requirements-llm-gpu.txt``.
 - ``tensorrt_llm``: TensorRT-LLM's ``LLM`` API (1.x: the PyTorch flow, in-flight batching in its executor),
   streaming ``generate_async``. Optional install, same file.
+- ``openai``: OpenAI-compatible servers over HTTP (``make run_llm_server``: vLLM, SGLang, TensorRT-LLM's
+  ``trtllm-serve`` or the harness's own server), one worker per server (``code.common.llm.openai_client``).
 
 vLLM and TensorRT-LLM choose their GPUs with ``CUDA_VISIBLE_DEVICES``, which is process-wide: in-process they
 run one model instance (``place`` refuses more; ``make run_llm_server`` serves one per GPU group), and only
 transformers decodes with beams (``check`` refuses a beam benchmark on the others).
-- ``openai``: OpenAI-compatible servers over HTTP (``make run_llm_server``: vLLM, SGLang, TensorRT-LLM's
-  ``trtllm-serve`` or the harness's own server), one worker per server (``code.common.llm.openai_client``).
 
 vLLM and TensorRT-LLM are imported only when used; without them ``available()`` says what is missing
 and tests that need them skip with that reason. They are written against the libraries' public APIs

@@ -461,12 +461,14 @@ class LLMBenchmark(Benchmark):
         eos = cfg.get("eos_token_id")
         eos, extra = (eos[0], tuple(eos[1:])) if isinstance(eos, list) and eos else (eos, ())
         pad = cfg.get("pad_token_id")
-        if not local and getattr(self.backend(), "remote", False):
+        pad = pad if pad is not None else (eos or 0)
+        backend = None if local else self.backend()
+        if backend is not None and backend.remote:
             from code.common.llm import servers
 
             urls, served = servers.endpoints(tuple(s.values.get("llm_endpoints") or ()), self.spec.name, s.model_variant)
             return [WorkerSpec(model_dir=model_dir, precision=s.precision, device="remote", max_batch_size=s.batch_size(),
-                               eos_token_id=eos, extra_eos=extra, pad_token_id=pad if pad is not None else (eos or 0),
+                               eos_token_id=eos, extra_eos=extra, pad_token_id=pad,
                                num_beams=gen.num_beams, endpoint=u, served_model=served,
                                request_timeout_s=float(s.values.get("llm_request_timeout_s") or 300.0),
                                start_fix=servers.start_command(self.spec.name, s.model_variant), name=f"openai-{i}")
@@ -496,11 +498,11 @@ class LLMBenchmark(Benchmark):
                 tensor_parallel_size=s.tensor_parallel_size, pipeline_parallel_size=s.pipeline_parallel_size,
                 expert_parallel_size=ep, distributed_backend=dist,
                 kv_cache_memory_fraction=s.kv_cache_memory_fraction, eos_token_id=eos, extra_eos=extra,
-                pad_token_id=pad if pad is not None else (eos or 0), max_context=self.max_context(),
+                pad_token_id=pad, max_context=self.max_context(),
                 num_beams=gen.num_beams, threads=s.cpu_threads or max(1, cores // len(devs)),
                 cpu_cores=tuple(sl or ()), name=f"gen-worker-{i}"))
-        if not local:
-            self.backend().place(out)
+        if backend is not None:
+            backend.place(out)
         return out
 
     def check_distributed(self, per: int) -> str:
