@@ -190,7 +190,7 @@ def build(runs: list[Run], roots: list[Path], out: Path, reuse: Path | None = No
         table.append(r)
     jobs = [(run, r, img, reuse) for run, r in zip(runs, table)]
     drawn = sum(r["mode"] != "Accuracy" for r in table)
-    workers = workers or min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
+    workers = workers or min(len(os.sched_getaffinity(0)), 8)
     with progress.bar(total=len(jobs), desc="report", unit="run") as bar:
         if workers > 1 and drawn >= POOL_FROM:
             import multiprocessing as mp
