@@ -40,6 +40,7 @@ def test_add_system_registers_unknown_gpu(data_env, tiny_resnet, tmp_path):
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
     known = json.loads((tmp_path / "systems/known" / f"{NEW}.json").read_text())
     assert known["system_id"] == NEW and known["arch"] == "Blackwell" and known["pci_ids"] == ["0x2BB5"]
+    assert known["memory_mb"] == 97887            # sizes its LLM blocks (llm.memory) where the GPU is not detected
     assert (tmp_path / "systems" / f"{NEW}x1_TRT.json").is_file()
     configs = sorted((tmp_path / "configs").glob("*/*/config.json"))
     for cfg in configs:

@@ -58,6 +58,7 @@ def action_info(cli, settings) -> int:
     sysm = settings[0].system
     print(f"detected: {sysm.info.describe()} [{sysm.info.source}]")
     print(f"system id: {sysm.system_id} (class {sysm.class_id}, {sysm.accelerator}, {sysm.arch})")
+    refused = []
     for s in settings:
         print(f"\n== {s.benchmark} {s.scenario} config_ver={s.config_ver}  ({s.config_file}; system name "
               f"{s.system_name}; {_filed_as(s)})")
@@ -68,12 +69,31 @@ def action_info(cli, settings) -> int:
             if src == "schema default" and not cli.get("verbose"):
                 continue
             print(f"  {k:36s} = {s.values[k]!r:28s} <- {src}")
+        refused += _print_memory(s)
     ray_runs = [s for s in settings if s.values.get("executor") == "ray"]
     if ray_runs:
         _print_cluster(ray_runs[0])
     if not cli.get("verbose"):
         print("\n(schema defaults hidden; add --verbose to list every setting)")
+    if refused:
+        raise refused[0]
     return 0
+
+
+def _print_memory(s) -> list[HarnessError]:
+    """An LLM block on a GPU: weights + KV cache per GPU (code.common.llm.memory); what cannot fit is refused."""
+    if not s.spec.generates_tokens:
+        return []
+    bench = _bench(s)
+    p = bench.memory_plan()
+    if p is None:
+        return []
+    print(f"  memory: {p.describe()}: {'fits' if p.fits else 'DOES NOT FIT'}")
+    try:
+        bench.check_memory()
+    except HarnessError as e:
+        return [e]
+    return []
 
 
 def _print_cluster(s) -> None:

@@ -138,6 +138,7 @@ def add_system(cli: dict, log=print) -> int:
     force = bool(cli.get("force"))
     entry = {"system_id": new_id, "gpu_names": [gpu.name], "pci_ids": [f"0x{gpu.device_id.upper()}"],
              "arch": arch_of(gpu.name) or cls.arch, "counts": sorted({1, count}),
+             **({"memory_mb": gpu.memory_mb} if gpu.memory_mb else {}),
              "description": f"added by make add_system; config blocks extend {cls.system_id} ({why})"}
     known = paths.systems_dir() / "known" / f"{new_id}.json"
     check_user_entry(entry, known)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from code.common.backends import EngineSpec
     from code.common.calibration import CalibrationSet, Recipe
     from code.common.fields import Field
+    from code.common.llm.memory import LLMShape
     from code.common.settings import RunSettings
 
 
@@ -36,6 +37,7 @@ class BenchmarkSpec:
     generates_tokens: bool = False # an LLM: the SUT streams tokens (code.common.llm), results are tokens/s
     scratch_gb: float = 50.0       # rough GB the reference variant's models and data take in the scratch folder (doctor)
     backends: tuple[str, ...] = () # backends that run it, in order of preference on a GPU ("" : the engine backends)
+    llm_shape: LLMShape | None = None  # an LLM's real model and dataset shape: sizes weights + KV cache (llm.memory)
     # Accuracy targets, submission names and audits are the round table's (code.common.rounds),
     # keyed by this package name.
 

@@ -6,6 +6,7 @@ with Llama3.1-8B. Its tokens/s are inferred by LoadGen (``infer_token_latencies`
 sample), so no first-token events are sent.
 """
 from code.common.benchmark import BenchmarkSpec
+from code.common.llm.memory import LLMShape
 
 SPEC = BenchmarkSpec(
     name="gptj",
@@ -19,4 +20,7 @@ SPEC = BenchmarkSpec(
     watchdog_s=600.0,
     generates_tokens=True,
     scratch_gb=30,                 # models + data + preprocessed data of the reference variant
+    llm_shape=LLMShape(params=6.05e9, layers=28, kv_heads=16, head_dim=256, mean_input=800, mean_output=69,
+                       source="GPT-J 6B config.json (no grouped-query attention); output mean: LoadGen's 69 tokens "
+                              "per sample; input mean: CNN/DailyMail prompts, approximate"),
 )

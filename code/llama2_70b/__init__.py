@@ -6,6 +6,7 @@ Server 2000 ms / 200 ms, Interactive 450 ms / 40 ms (mlperf.conf's ``llama2-70b-
 Round v6.1 files only the 99.9 accuracy variant.
 """
 from code.common.benchmark import BenchmarkSpec
+from code.common.llm.memory import LLMShape
 
 SPEC = BenchmarkSpec(
     name="llama2_70b",
@@ -19,4 +20,7 @@ SPEC = BenchmarkSpec(
     watchdog_s=900.0,
     generates_tokens=True,
     scratch_gb=280,                 # models + data + preprocessed data of the reference variant
+    llm_shape=LLMShape(params=68.98e9, layers=80, kv_heads=8, head_dim=128, mean_input=300, mean_output=294.45,
+                       source="Llama-2-70b-chat-hf config.json; output mean: the checker's TOKENS_PER_SAMPLE; "
+                              "input mean: OpenOrca prompts, approximate"),
 )

@@ -7,6 +7,7 @@ Declares the benchmark only; the work is in ``code.llama3_1_8b.harness:Llama31Be
 shared LLM layer (``code.common.llm``). In rounds v5.1 on.
 """
 from code.common.benchmark import BenchmarkSpec
+from code.common.llm.memory import LLMShape
 from code.common.fields import Field, parse_str
 
 SPEC = BenchmarkSpec(
@@ -26,4 +27,7 @@ SPEC = BenchmarkSpec(
     watchdog_s=600.0,
     generates_tokens=True,
     scratch_gb=20,                 # models + data + preprocessed data of the reference variant
+    llm_shape=LLMShape(params=8.03e9, layers=32, kv_heads=8, head_dim=128, mean_input=800, mean_output=128,
+                       source="Llama-3.1-8B-Instruct config.json; output: the 128-token cap; input mean: "
+                              "CNN/DailyMail prompts, approximate"),
 )

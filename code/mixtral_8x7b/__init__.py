@@ -8,6 +8,7 @@ shared LLM layer (``code.common.llm``). Scorers: ``code.mixtral_8x7b.gsm8k`` and
 v5.0 to v6.0.
 """
 from code.common.benchmark import BenchmarkSpec
+from code.common.llm.memory import LLMShape
 from code.common.fields import Field, parse_int
 
 SPEC = BenchmarkSpec(
@@ -31,4 +32,7 @@ SPEC = BenchmarkSpec(
     watchdog_s=900.0,
     generates_tokens=True,
     scratch_gb=100,                 # models + data + preprocessed data of the reference variant
+    llm_shape=LLMShape(params=46.7e9, layers=32, kv_heads=8, head_dim=128, mean_input=600, mean_output=145.9,
+                       source="Mixtral-8x7B-Instruct-v0.1 config.json; output mean: the checker's TOKENS_PER_SAMPLE; "
+                              "input mean: OpenOrca + GSM8K (5-shot) + MBXP prompts, approximate"),
 )

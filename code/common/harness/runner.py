@@ -57,14 +57,15 @@ def user_conf_text(s: RunSettings, control: RunControl) -> str:
 
 def system_to_json(system) -> dict:
     return {"system_id": system.system_id, "class_id": system.class_id, "accelerator": system.accelerator,
-            "arch": system.arch, "info": dataclasses.asdict(system.info)}
+            "arch": system.arch, "class_memory_mb": system.class_memory_mb, "info": dataclasses.asdict(system.info)}
 
 
 def system_from_json(d: dict):
     from code.common.systems import SystemMatch
     from code.common.systems.facts import info_of
 
-    return SystemMatch(d["system_id"], d["class_id"], info_of(d["info"]), d["accelerator"], d["arch"])
+    return SystemMatch(d["system_id"], d["class_id"], info_of(d["info"]), d["accelerator"], d["arch"],
+                       int(d.get("class_memory_mb", 0)))
 
 
 def timestamp() -> str:

@@ -457,12 +457,14 @@ class LLMBenchmark(Benchmark):
         from code.common.llm.backends import WorkerSpec
 
         s, gen = self.settings, self.generation()
+        backend = None if local else self.backend()
+        if s.system.accelerator == "gpu" and (backend is None or not backend.remote):
+            self.check_memory()             # before anything is loaded: the block must fit the GPUs it names
         cfg = self.model_config()
         eos = cfg.get("eos_token_id")
         eos, extra = (eos[0], tuple(eos[1:])) if isinstance(eos, list) and eos else (eos, ())
         pad = cfg.get("pad_token_id")
         pad = pad if pad is not None else (eos or 0)
-        backend = None if local else self.backend()
         if backend is not None and backend.remote:
             from code.common.llm import servers
 
@@ -504,6 +506,28 @@ class LLMBenchmark(Benchmark):
         if backend is not None:
             backend.place(out)
         return out
+
+    def memory_plan(self):
+        """Weights + KV cache per GPU for this block (code.common.llm.memory); None where nothing is sized: the
+        tiny variant, a CPU, an unknown GPU memory or a benchmark without a declared shape."""
+        from code.common.llm import memory
+
+        s = self.settings
+        gib = s.system.gpu_memory_gib if s.system.accelerator == "gpu" else 0.0
+        if s.model_variant == "tiny" or not gib or self.spec.llm_shape is None:
+            return None
+        return memory.plan(self.spec.llm_shape, precision=s.precision, batch=s.batch_size(), gpu_gib=gib,
+                           fraction=s.kv_cache_memory_fraction, tensor_parallel=s.tensor_parallel_size,
+                           pipeline_parallel=s.pipeline_parallel_size, beams=self.generation().num_beams)
+
+    def check_memory(self) -> None:
+        from code.common.llm import memory
+
+        p = self.memory_plan()
+        if p is not None:
+            s = self.settings
+            memory.check(p, f"{s.benchmark} {s.scenario} on {s.system_id} ({s.precision}, tensor_parallel_size "
+                            f"{s.tensor_parallel_size})")
 
     def check_distributed(self, per: int) -> str:
         """llm_distributed_backend as the engine gets it; ray needs executor=ray, an engine that spans

@@ -27,6 +27,7 @@ class SystemClass:
     pci_ids: tuple[str, ...]       # 4-hex PCI device ids, e.g. "2335"
     arch: str                      # "Ampere" | "Ada" | "Hopper" | "Blackwell"
     counts: tuple[int, ...]        # supported GPU counts
+    memory_mb: int = 0             # one GPU's memory as nvidia-smi reports it (MiB); sizes LLM blocks (llm.memory)
 
     def matches_gpu(self, gpu) -> bool:
         if gpu.device_id and gpu.device_id.lower() in {p.lower() for p in self.pci_ids}:
@@ -48,19 +49,19 @@ class CPUClass:
 
 
 class KnownSystems:
-    A100_PCIe_40GB = SystemClass("A100-PCIe-40GB", ("NVIDIA A100-PCIE-40GB",), ("20f1",), "Ampere", (1, 2, 4, 8))
-    A100_PCIe_80GB = SystemClass("A100-PCIe-80GB", ("NVIDIA A100 80GB PCIe",), ("20b5",), "Ampere", (1, 2, 4, 8))
-    A100_SXM4_40GB = SystemClass("A100-SXM4-40GB", ("NVIDIA A100-SXM4-40GB",), ("20b0",), "Ampere", (1, 8))
-    A100_SXM_80GB = SystemClass("A100-SXM-80GB", ("NVIDIA A100-SXM4-80GB",), ("20b2",), "Ampere", (1, 4, 8))
-    L4 = SystemClass("L4", ("NVIDIA L4",), ("27b8",), "Ada", (1, 2, 4, 8))
-    L40S = SystemClass("L40S", ("NVIDIA L40S",), ("26b9",), "Ada", (1, 2, 4, 8))
-    H100_PCIe_80GB = SystemClass("H100-PCIe-80GB", ("NVIDIA H100 PCIe",), ("2331",), "Hopper", (1, 2, 4, 8))
-    H100_SXM_80GB = SystemClass("H100-SXM-80GB", ("NVIDIA H100 80GB HBM3",), ("2330",), "Hopper", (1, 2, 4, 8))
-    H100_NVL = SystemClass("H100-NVL-94GB", ("NVIDIA H100 NVL",), ("2321",), "Hopper", (1, 2, 4, 8))
-    H200_SXM_141GB = SystemClass("H200-SXM-141GB", ("NVIDIA H200",), ("2335",), "Hopper", (1, 2, 4, 8))
-    H200_NVL = SystemClass("H200-NVL-141GB", ("NVIDIA H200 NVL",), ("233b",), "Hopper", (1, 2, 4, 8))
-    GH200_96GB = SystemClass("GH200-96GB", ("NVIDIA GH200 480GB", "NVIDIA GH200 96GB HBM3"), ("2342",), "Hopper", (1,))
-    B200_SXM_180GB = SystemClass("B200-SXM-180GB", ("NVIDIA B200",), ("2901",), "Blackwell", (1, 2, 4, 8))
+    A100_PCIe_40GB = SystemClass("A100-PCIe-40GB", ("NVIDIA A100-PCIE-40GB",), ("20f1",), "Ampere", (1, 2, 4, 8), 40960)
+    A100_PCIe_80GB = SystemClass("A100-PCIe-80GB", ("NVIDIA A100 80GB PCIe",), ("20b5",), "Ampere", (1, 2, 4, 8), 81920)
+    A100_SXM4_40GB = SystemClass("A100-SXM4-40GB", ("NVIDIA A100-SXM4-40GB",), ("20b0",), "Ampere", (1, 8), 40960)
+    A100_SXM_80GB = SystemClass("A100-SXM-80GB", ("NVIDIA A100-SXM4-80GB",), ("20b2",), "Ampere", (1, 4, 8), 81920)
+    L4 = SystemClass("L4", ("NVIDIA L4",), ("27b8",), "Ada", (1, 2, 4, 8), 23034)
+    L40S = SystemClass("L40S", ("NVIDIA L40S",), ("26b9",), "Ada", (1, 2, 4, 8), 46068)
+    H100_PCIe_80GB = SystemClass("H100-PCIe-80GB", ("NVIDIA H100 PCIe",), ("2331",), "Hopper", (1, 2, 4, 8), 81559)
+    H100_SXM_80GB = SystemClass("H100-SXM-80GB", ("NVIDIA H100 80GB HBM3",), ("2330",), "Hopper", (1, 2, 4, 8), 81559)
+    H100_NVL = SystemClass("H100-NVL-94GB", ("NVIDIA H100 NVL",), ("2321",), "Hopper", (1, 2, 4, 8), 95830)
+    H200_SXM_141GB = SystemClass("H200-SXM-141GB", ("NVIDIA H200",), ("2335",), "Hopper", (1, 2, 4, 8), 143771)
+    H200_NVL = SystemClass("H200-NVL-141GB", ("NVIDIA H200 NVL",), ("233b",), "Hopper", (1, 2, 4, 8), 143771)
+    GH200_96GB = SystemClass("GH200-96GB", ("NVIDIA GH200 480GB", "NVIDIA GH200 96GB HBM3"), ("2342",), "Hopper", (1,), 97871)
+    B200_SXM_180GB = SystemClass("B200-SXM-180GB", ("NVIDIA B200",), ("2901",), "Blackwell", (1, 2, 4, 8), 183359)
 
     CPU_AMD_EPYC = CPUClass("AMD-EPYC", "AMD", r"EPYC")
     CPU_INTEL_XEON = CPUClass("Intel-Xeon", "Intel", r"Xeon")
@@ -80,7 +81,7 @@ class KnownSystems:
 
 
 ARCHS = ("Ampere", "Ada", "Hopper", "Blackwell")
-USER_KEYS = ("system_id", "gpu_names", "pci_ids", "arch", "counts", "description")
+USER_KEYS = ("system_id", "gpu_names", "pci_ids", "arch", "counts", "memory_mb", "description")
 
 
 def _user_classes() -> list[SystemClass]:
@@ -127,8 +128,12 @@ def check_user_entry(j: dict, p) -> SystemClass:
     arch = j.get("arch", "unknown")
     if arch != "unknown" and arch not in ARCHS:
         raise bad("arch", f"one of {', '.join(ARCHS)}")
+    mem = j.get("memory_mb", 0)
+    if type(mem) is not int or mem < 0:
+        raise bad("memory_mb", "one GPU's memory in MiB as nvidia-smi reports it, such as 49140")
     return SystemClass(sid, tuple(j.get("gpu_names", ())),
-                       tuple(x.strip().lower().replace("0x", "")[:4] for x in j.get("pci_ids", ())), arch, tuple(counts))
+                       tuple(x.strip().lower().replace("0x", "")[:4] for x in j.get("pci_ids", ())), arch, tuple(counts),
+                       mem)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,10 +143,17 @@ class SystemMatch:
     info: SystemInfo
     accelerator: str        # "gpu" | "cpu"
     arch: str
+    class_memory_mb: int = 0    # the matched class's GPU memory, for a forced --system_name without that GPU here
 
     @property
     def gpu_count(self) -> int:
         return len(self.info.gpus)
+
+    @property
+    def gpu_memory_gib(self) -> float:
+        """One GPU's memory in GiB: what NVML detected, else what the class declares (0: unknown)."""
+        mb = next((g.memory_mb for g in self.info.gpus if g.memory_mb), 0) or self.class_memory_mb
+        return mb / 1024
 
 
 SYSTEM_ID = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"    # a file and directory name on every file system, and readable
@@ -193,7 +205,7 @@ def _match_gpus(info: SystemInfo) -> SystemMatch:
                            f"({{\"system_id\": \"{c.system_id}\", \"pci_ids\": [\"0x{g.device_id}\"], "
                            f"\"arch\": \"{c.arch}\", \"counts\": [{n}]}}), then add a \"{c.system_id}x{n}\" config block "
                            f"if you want values other than the one-GPU block's")
-    return SystemMatch(f"{cls.system_id}x{n}", cls.system_id, info, "gpu", cls.arch)
+    return SystemMatch(f"{cls.system_id}x{n}", cls.system_id, info, "gpu", cls.arch, cls.memory_mb)
 
 
 def known_ids() -> list[str]:
@@ -207,7 +219,7 @@ def _forced(info: SystemInfo, name: str) -> SystemMatch:
     for c in KnownSystems.gpu_classes():
         for n in c.counts:
             if name == f"{c.system_id}x{n}":
-                return SystemMatch(name, c.system_id, info, "gpu", c.arch)
+                return SystemMatch(name, c.system_id, info, "gpu", c.arch, c.memory_mb)
     for c in KnownSystems.cpu_classes():
         if re.fullmatch(re.escape(c.system_id) + r"(-\d+c)?", name):
             return SystemMatch(name, c.system_id, info, "cpu", info.cpu.arch)
