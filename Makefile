@@ -152,6 +152,8 @@ bench: venv
 # The official MLCommons tools are the tests' oracles: ../shared/mlcommons-inference when it is there and
 # MLPERF_INFERENCE_DIR is unset (a value you give wins; without either, those tests skip with the reason).
 OFFICIAL_DIR := $(abspath $(CURDIR)/../shared/mlcommons-inference)
+# The MLCommons endpoints client (Python 3.12, build/endpoints_venv) installs in the background while the tests run;
+# the interop tests wait for it (scripts/endpoints_venv.sh; they skip with the reason where it cannot install).
 # Two pytest-xdist workers: a test module is one work unit, heaviest first (tests/conftest.py: HEAVY); the tiny builds
 # are shared by the workers under file locks. TEST_WORKERS=0 runs in-process, in file order.
 TEST_WORKERS ?= 2
@@ -164,6 +166,7 @@ test: venv
 	  $(PY) -m pip install -q --disable-pip-version-check --no-deps --target build/torchrec_site \
 	    -r code/dlrm_v2/reference-torchrec.txt && touch build/torchrec_site/.installed || \
 	    echo "[test] torchrec could not be installed: the DLRM-v2 reference tests skip"; fi; \
+	mkdir -p build; bash scripts/endpoints_venv.sh > build/endpoints_venv.log 2>&1 & \
 	$(PY) -m pytest -q tests -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 clean:

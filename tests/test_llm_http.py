@@ -66,6 +66,20 @@ def test_http_batch1_is_token_identical_to_generate(server, tmp_path):
     assert m["backend"] == "openai" and m["system_name"].endswith("_OAI") and m["accuracy"]["passed"]
     w = m["generation"]["workers"][0]
     assert w["endpoint"] == server["url"] and w["completed"] == 32 and w["failed"] == 0
+    # a server that streams text only: the client encodes the whole streamed text with the benchmark's tokenizer
+    # (as the MLCommons endpoints client counts tokens), so the ids are generate's, decoded and encoded again
+    retok = tmp_path / "retokenize"
+    run_main("--action=run_harness", *HTTP, "--scenarios=Offline", "--test_mode=AccuracyOnly", "--llm_sample_count=32",
+             "--llm_token_ids=retokenize", f"--log_dir={retok}", env=server["env"], check=True)
+    from tokenizers import Tokenizer
+
+    [mr] = metadata_under(retok)
+    tok = Tokenizer.from_file(str(Path(server["env"]["MLPERF_SCRATCH_PATH"]) / "models" / "llama2_70b" / "tiny"
+                                  / "checkpoint" / "tokenizer.json"))
+    got = tokens_of(mr["log_dir"])
+    assert [got[i] for i in range(32)] == [tok.encode(tok.decode(ref[i]), add_special_tokens=False).ids
+                                           for i in range(32)]
+    assert mr["generation"]["workers"][0]["completed"] == 32
 
 
 def post(url: str, body: dict) -> tuple[int, dict]:
@@ -199,3 +213,91 @@ def test_gpu_engine_command_lines_one_server_per_gpu_group():
     tr = list(servers.command("trtllm", specs[0], port=9000, host="h", served="x").argv)
     assert tr[:2] == ["trtllm-serve", "/m/llama"] and tr[tr.index("--tp_size") + 1] == "2"
     assert tr[tr.index("--max_batch_size") + 1] == "512" and tr[tr.index("--backend") + 1] == "pytorch"
+
+
+# --- Interop with the MLCommons endpoints client (../shared/mlcommons-endpoints, Python 3.12, its own venv) ---
+
+@pytest.fixture(scope="module")
+def endpoints_venv():
+    """build/endpoints_venv from scripts/endpoints_venv.sh (`make test` starts it in the background; this waits on
+    its lock). Skips with the reason where the source or a Python 3.12 is missing."""
+    r = subprocess.run(["bash", str(REPO / "scripts" / "endpoints_venv.sh")], cwd=REPO, capture_output=True,
+                       text=True, timeout=900)
+    if r.returncode != 0:
+        pytest.skip(f"MLCommons endpoints client unavailable: {(r.stdout + r.stderr).strip().splitlines()[-1:]}")
+    return REPO / "build" / "endpoints_venv" / "bin"
+
+
+def tiny_checkpoint(env: dict) -> Path:
+    return Path(env["MLPERF_SCRATCH_PATH"]) / "models" / "llama2_70b" / "tiny" / "checkpoint"
+
+
+def tiny_prompts(env: dict) -> list[list[int]]:
+    from code.common.llm.harness import load_prompts
+
+    return [t.tolist() for t in load_prompts(Path(env["MLPERF_SCRATCH_PATH"]) / "preprocessed_data" / "llama2_70b"
+                                             / "tiny" / "prompts.npz")]
+
+
+def test_endpoints_client_benchmarks_the_harness_server(server, endpoints_venv, tmp_path):
+    """The official MLCommons endpoints client (inference-endpoint benchmark) drives `make run_llm_server`:
+    offline, and online with Poisson arrivals and streaming, every sample completes and none fails; the input
+    lengths it reports are the prompts' and the streamed time-to-first-token and time-per-output-token exist."""
+    prompts = tiny_prompts(server["env"])[:32]
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"input_tokens": p}) + "\n" for p in prompts))
+    common = ["--model", "llama2_70b-tiny", "--endpoints", server["url"], "--dataset", str(data),
+              "--api-type", "openai_completions", "--tokenizer", str(tiny_checkpoint(server["env"])),
+              "--num-samples", "32", "--max-output-tokens", "64", "--duration", "0", "--workers", "1"]
+    summaries = {}
+    for mode, extra in (("offline", []), ("online", ["--load-pattern", "poisson", "--target-qps", "20",
+                                                      "--streaming", "on"])):
+        rd = tmp_path / mode
+        r = subprocess.run([str(endpoints_venv / "inference-endpoint"), "benchmark", mode, *common, *extra,
+                            "--report-dir", str(rd)], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        summaries[mode] = s = json.loads((rd / "performance" / "result_summary.json").read_text())
+        assert s["n_samples_completed"] == 32 and s["n_samples_failed"] == 0, s
+        isl = s["input_sequence_lengths"]
+        assert min(map(len, prompts)) <= isl["min"] and isl["max"] <= max(map(len, prompts)), isl
+    on = json.dumps(summaries["online"])
+    assert '"ttft"' in on and '"tpot"' in on, summaries["online"].keys()
+
+
+def test_harness_sut_drives_the_endpoints_echo_server(tiny_llama, endpoints_venv, tmp_path):
+    """Our LoadGen SUT against the official echo server (chat route only, text only, answers the prompt back word
+    by word): --llm_api=chat --llm_token_ids=retokenize sends each prompt's text and reports, per sample, the
+    tokenizer's encoding of the echoed text, the prompt with its whitespace runs made single spaces."""
+    from tokenizers import Tokenizer
+
+    port = free_port()
+    echo = subprocess.Popen([str(endpoints_venv / "python"), "-m", "inference_endpoint.testing.echo_server",
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "/v1/models", timeout=2).read()
+                break
+            except urllib.error.HTTPError:
+                break
+            except (urllib.error.URLError, OSError):
+                assert time.monotonic() < deadline and echo.poll() is None, "echo server did not start"
+                time.sleep(0.3)
+        r = run_main("--action=run_harness", *HTTP, f"--llm_endpoints={url}", "--llm_served_model=echo",
+                     "--llm_api=chat", "--llm_token_ids=retokenize", "--scenarios=Offline", "--test_mode=AccuracyOnly",
+                     "--llm_sample_count=32", f"--log_dir={tmp_path}", env=tiny_llama)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    finally:
+        echo.terminate()
+        echo.wait(timeout=30)
+    [m] = metadata_under(tmp_path)
+    assert m["generation"]["workers"][0]["completed"] == 32 and m["generation"]["workers"][0]["failed"] == 0
+    tok = Tokenizer.from_file(str(tiny_checkpoint(tiny_llama) / "tokenizer.json"))
+    prompts = tiny_prompts(tiny_llama)
+    got = tokens_of(m["log_dir"])
+    assert sorted(got) == list(range(32))
+    for i in range(32):
+        echoed = " ".join(tok.decode(prompts[i]).split())
+        assert got[i] == tok.encode(echoed, add_special_tokens=False).ids, i

@@ -249,8 +249,9 @@ def test_streaming_sut_sheds_past_its_pending_bound():
 
 
 def test_gpu_workers_follow_tensor_parallel_size(monkeypatch):
-    """8 H100s, fp8, tensor parallel 1: eight workers, one GPU each. A100s at tensor parallel 2 (fp16 70B):
-    a worker per two GPUs, and on one A100 an error naming the GPUs needed."""
+    """8 H200s, fp8, tensor parallel 1: eight workers, one GPU each. 8 H100s at tensor parallel 2 (fp8 70B leaves
+    too little KV cache on one 80 GB GPU): four workers of two GPUs. A100s at tensor parallel 2 (fp16 70B): a worker
+    per two GPUs, and on one A100 an error naming the GPUs needed."""
     from code.common.errors import HarnessError
     from code.common.systems import KnownSystems
     from code.llama2_70b.harness import Llama2Benchmark
@@ -258,12 +259,13 @@ def test_gpu_workers_follow_tensor_parallel_size(monkeypatch):
     from tests.test_systems_coverage import fake
 
     cls = {c.system_id: c for c in KnownSystems.gpu_classes()}
-    fake(monkeypatch, cls["H100-SXM-80GB"], 8)
-    _, [s] = plan(["--action=info", "--benchmarks=llama2_70b", "--scenarios=Offline"])
-    b = Llama2Benchmark(s)
-    monkeypatch.setattr(b, "model_config", lambda: {"eos_token_id": 2, "max_position_embeddings": 4096})
-    specs = b.worker_specs("/ckpt")
-    assert [w.gpus for w in specs] == [(i,) for i in range(8)] and specs[0].precision == "fp8"
+    for gpu, want in (("H200-SXM-141GB", [(i,) for i in range(8)]), ("H100-SXM-80GB", [(0, 1), (2, 3), (4, 5), (6, 7)])):
+        fake(monkeypatch, cls[gpu], 8)
+        _, [s] = plan(["--action=info", "--benchmarks=llama2_70b", "--scenarios=Offline"])
+        b = Llama2Benchmark(s)
+        monkeypatch.setattr(b, "model_config", lambda: {"eos_token_id": 2, "max_position_embeddings": 4096})
+        specs = b.worker_specs("/ckpt")
+        assert [w.gpus for w in specs] == want and specs[0].precision == "fp8", gpu
     fake(monkeypatch, cls["A100-SXM-80GB"], 4)
     _, [s] = plan(["--action=info", "--benchmarks=llama2_70b", "--scenarios=Offline"])
     b = Llama2Benchmark(s)

@@ -166,12 +166,15 @@ def test_config_validation_time_grows_linearly(tmp_path, shape):
             d[f"blk{i}"] = ({"extends": "default", "gpu_batch_size": 8, "description": "x" * 60} if shape == "wide"
                             else {"extends": f"blk{i + 1}" if i < n - 1 else "default", "gpu_batch_size": 8})
         p = tmp_path / f"{shape}{n}" / "config.json"
-        p.parent.mkdir()
+        p.parent.mkdir(exist_ok=True)
         p.write_text(json.dumps(d, indent=1))
         t = time.perf_counter()
         assert len(validate_file(p, reg, "Offline", "resnet50")) == n + 1
         return time.perf_counter() - t
 
     seconds(500)                                       # warm: imports and caches
-    small, large = seconds(2500), seconds(10000)
-    assert large / small < 8, (small, large)
+    # Best of three, interleaved: the other test worker shares the two cores, and one descheduling of a few
+    # hundred ms inside a single timing read as 40x (CI, stop 38).
+    runs = [(seconds(2500), seconds(10000)) for _ in range(3)]
+    small, large = min(r[0] for r in runs), min(r[1] for r in runs)
+    assert large / small < 8, runs

@@ -15,7 +15,7 @@ CASES = [(c, n) for c in KnownSystems.gpu_classes() for n in c.counts]
 
 def fake(monkeypatch, cls, n):
     pci = f"0x{cls.pci_ids[0].upper()}10DE"
-    gpus = [{"name": cls.gpu_names[0], "pci_id": pci, "memory_mb": 80000}] * n
+    gpus = [{"name": cls.gpu_names[0], "pci_id": pci, "memory_mb": cls.memory_mb or 80000}] * n
     monkeypatch.setenv("MLPERF_FAKE_SYSTEM", json.dumps({"gpus": gpus, "cpu": CPU, "memory_gb": 2048}))
 
 

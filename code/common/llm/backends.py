@@ -63,6 +63,8 @@ class WorkerSpec:
     served_model: str = ""
     request_timeout_s: float = 300.0
     start_fix: str = ""                # the command that starts the server (its not-answering error's fix)
+    api: str = "completions"           # llm_api: completions (token ids) | chat (text)
+    token_ids: str = "server"          # llm_token_ids: server (streamed ids) | retokenize (streamed text, encoded)
 
 
 class LLMBackend(Backend):
@@ -426,4 +428,5 @@ class OpenAIBackend(LLMBackend):
         self.check(spec)             # the completions API has no beam search
         return OpenAIProcessor(spec.endpoint, model=spec.served_model or None, max_inflight=spec.max_batch_size,
                                timeout_s=spec.request_timeout_s, eos_token_id=spec.eos_token_id,
-                               start_fix=spec.start_fix, name=spec.name)
+                               start_fix=spec.start_fix, name=spec.name, api=spec.api, token_ids=spec.token_ids,
+                               tokenizer_dir=spec.model_dir)

@@ -31,6 +31,18 @@ LLM_FIELDS: tuple[Field, ...] = (
     # --- OpenAI-compatible servers (code.common.llm.servers, code.common.llm.openai_client) ---
     Field("llm_endpoints", parse_list, (), "backend=openai: the servers to drive, http://host:port,... (default: "
           "the ones make run_llm_server started, build/llm_server/endpoints.json).", config=False),
+    Field("llm_served_model", parse_str, "", "backend=openai with --llm_endpoints: the model name to send (default: "
+          "the one model the server lists at /v1/models).", config=False),
+    Field("llm_api", parse_str, "completions", "backend=openai: the route a sample takes. completions: the prompt as "
+          "token ids to /v1/completions (exact; vLLM, SGLang, trtllm-serve and the harness's server); chat: the "
+          "prompt's text as one user message to /v1/chat/completions, for servers that speak only chat (the "
+          "MLCommons endpoints echo server); a server with a chat template applies it to text that already has "
+          "the benchmark's.", choices=("completions", "chat")),
+    Field("llm_token_ids", parse_str, "server", "backend=openai: where LoadGen's output token ids come from. "
+          "server: the ids the server streams (vLLM's return_token_ids, the harness's server; exact); retokenize: "
+          "the streamed text encoded with the benchmark's tokenizer, for servers that stream text only, as the "
+          "MLCommons endpoints client counts tokens (a count can differ from the generated one where the text "
+          "encodes differently).", choices=("server", "retokenize")),
     Field("llm_request_timeout_s", parse_float, 300.0, "backend=openai: a server silent this long within one "
           "request has failed (the run ends naming it).", unit="s", minimum=1),
     Field("llm_server_engine", parse_str, "auto", "make run_llm_server: what serves the model. vllm (vllm serve), "

@@ -469,11 +469,14 @@ class LLMBenchmark(Benchmark):
             from code.common.llm import servers
 
             urls, served = servers.endpoints(tuple(s.values.get("llm_endpoints") or ()), self.spec.name, s.model_variant)
+            served = s.values.get("llm_served_model") or served
             return [WorkerSpec(model_dir=model_dir, precision=s.precision, device="remote", max_batch_size=s.batch_size(),
                                eos_token_id=eos, extra_eos=extra, pad_token_id=pad,
                                num_beams=gen.num_beams, endpoint=u, served_model=served,
                                request_timeout_s=float(s.values.get("llm_request_timeout_s") or 300.0),
-                               start_fix=servers.start_command(self.spec.name, s.model_variant), name=f"openai-{i}")
+                               start_fix=servers.start_command(self.spec.name, s.model_variant), name=f"openai-{i}",
+                               api=s.values.get("llm_api") or "completions",
+                               token_ids=s.values.get("llm_token_ids") or "server")
                     for i, u in enumerate(urls)]
         gpu = s.system.accelerator == "gpu"
         per = max(1, s.tensor_parallel_size * s.pipeline_parallel_size)

@@ -11,6 +11,12 @@ Each request: the prompt as token ids, ``max_tokens`` / ``min_tokens`` from the 
 this field, and so does the harness's own server), and a stop sequence as ``stop_sequence_ids`` (the harness's
 server) and ``stop`` text (other servers). Beam search is refused: OpenAI's completions API has no beams.
 
+Servers that speak less: ``--llm_api=chat`` sends the prompt's text (decoded with the benchmark's tokenizer) as
+one user message to ``/v1/chat/completions``; ``--llm_token_ids=retokenize`` takes the streamed text and encodes
+it with that tokenizer (the first token from the first text piece, the answer from the whole text), as the
+MLCommons endpoints client counts tokens. Both trade exactness for reach: the official echo server speaks only
+chat and streams only text. A server without ``/v1/models`` needs ``--llm_served_model``.
+
 Failures never hang a run: a server that does not answer at the start is a one-line error with the command that
 starts it; one that dies, stalls past ``timeout_s`` between two chunks or answers an HTTP error mid-run answers
 the sample empty, every later sample too, and the run ends with that server named.
@@ -38,8 +44,26 @@ class ServerLost(HarnessError):
 class OpenAIProcessor(GenerationProcessor):
     def __init__(self, endpoint: str, *, model: str | None = None, max_inflight: int = 64, timeout_s: float = 300.0,
                  eos_token_id: int | None = None, stop_text: Callable[[tuple[int, ...]], str] | None = None,
-                 start_fix: str = "", name: str = "openai-0"):
+                 start_fix: str = "", name: str = "openai-0", api: str = "completions", token_ids: str = "server",
+                 tokenizer_dir: str | None = None):
         self.endpoint = endpoint.rstrip("/")
+        self.api = api
+        self.retokenize = token_ids == "retokenize"
+        # the benchmark's tokenizer: the chat route's prompt text, stop strings, and retokenized answers
+        self.text = None
+        if tokenizer_dir and (api == "chat" or self.retokenize or stop_text is None):
+            from code.common.llm.serve import TokenText
+
+            try:
+                self.text = TokenText(tokenizer_dir)
+            except Exception:  # noqa: BLE001 - no tokenizer.json: the id-only route still works
+                if api == "chat" or self.retokenize:
+                    raise HarnessError(f"--llm_api={api} --llm_token_ids={token_ids} needs the benchmark's tokenizer "
+                                       f"(tokenizer.json in {tokenizer_dir})",
+                                       "make download_model for this benchmark, or use --llm_api=completions "
+                                       "--llm_token_ids=server") from None
+        if stop_text is None and self.text is not None:
+            stop_text = self.text.decode
         self.model = model
         self.max_batch_size = max(1, max_inflight)
         self.timeout_s = timeout_s
@@ -62,17 +86,27 @@ class OpenAIProcessor(GenerationProcessor):
         import urllib.error
         import urllib.request
 
+        def get(route: str):
+            """(status, body): any HTTP answer means the server is up (a server without /health answers 404)."""
+            try:
+                with urllib.request.urlopen(f"{self.endpoint}{route}", timeout=10) as r:
+                    return r.status, r.read()
+            except urllib.error.HTTPError as e:
+                return e.code, b""
+
         try:
-            with urllib.request.urlopen(f"{self.endpoint}/health", timeout=10) as r:
-                r.read()
-            with urllib.request.urlopen(f"{self.endpoint}/v1/models", timeout=10) as r:
-                served = [m.get("id") for m in json.loads(r.read()).get("data", [])]
+            get("/health")
+            status, body = get("/v1/models")
+            served = [m.get("id") for m in json.loads(body).get("data", [])] if status == 200 else None
         except (urllib.error.URLError, OSError, ValueError) as e:
             why = getattr(e, "reason", None) or e
             raise HarnessError(f"no LLM server answers at {self.endpoint} ({why})",
                                f"start it: {self.start_fix}" if self.start_fix else "start the server, or name "
                                "running ones with --llm_endpoints=http://host:port,...") from None
         if self.model is None:
+            if served is None:
+                raise HarnessError(f"the LLM server at {self.endpoint} lists no models (/v1/models answered {status})",
+                                   "name the model to send with --llm_served_model=<name>")
             if len(served) != 1:
                 raise HarnessError(f"the LLM server at {self.endpoint} serves {len(served)} models ({', '.join(map(str, served))})",
                                    "name the one to use in the endpoints file or start a server per model")
@@ -135,9 +169,17 @@ class OpenAIProcessor(GenerationProcessor):
         for r in requests:
             self._loop.create_task(self._one(r))
 
+    def route(self) -> str:
+        return f"{self.endpoint}/v1/chat/completions" if self.api == "chat" else f"{self.endpoint}/v1/completions"
+
     def body(self, r: GenRequest) -> dict:
-        b = {"model": self.model, "prompt": [int(t) for t in r.prompt], "max_tokens": int(r.max_new_tokens),
-             "temperature": 0.0, "stream": True, "return_token_ids": True}
+        b = {"model": self.model, "max_tokens": int(r.max_new_tokens), "temperature": 0.0, "stream": True}
+        if self.api == "chat":
+            b["messages"] = [{"role": "user", "content": self.text.decode(r.prompt)}]
+        else:
+            b["prompt"] = [int(t) for t in r.prompt]
+        if not self.retokenize:
+            b["return_token_ids"] = True
         if r.min_new_tokens:
             b["min_tokens"] = int(r.min_new_tokens)
         if r.stop:
@@ -152,8 +194,9 @@ class OpenAIProcessor(GenerationProcessor):
             return self._end(r, [], failed=True)
         self.counters["requests"] += 1
         tokens: list[int] = []
+        text: list[str] = []                 # llm_token_ids=retokenize: the streamed text
         try:
-            async with self._session.post(f"{self.endpoint}/v1/completions", json=self.body(r)) as resp:
+            async with self._session.post(self.route(), json=self.body(r)) as resp:
                 if resp.status != 200:
                     text = (await resp.text())[:200]
                     raise ServerLost(f"the LLM server at {self.endpoint} answered HTTP {resp.status}: {text}",
@@ -168,11 +211,22 @@ class OpenAIProcessor(GenerationProcessor):
                     choices = json.loads(data).get("choices") or []
                     if not choices:
                         continue
+                    if self.retokenize:
+                        piece = choices[0].get("text") or (choices[0].get("delta") or {}).get("content") or ""
+                        text.append(piece)
+                        if piece and not tokens:
+                            first = self.text.encode("".join(text), special=False)
+                            if first:
+                                r.first_at = time.monotonic()
+                                tokens.append(int(first[0]))
+                                self.on_first(r, int(first[0]))
+                        continue
                     ids = choices[0].get("token_ids")
                     if ids is None:
                         raise ServerLost(f"the LLM server at {self.endpoint} sends no token ids",
                                          "use a server that returns them (vLLM: request field return_token_ids; "
-                                         "the harness's own: make run_llm_server)")
+                                         "the harness's own: make run_llm_server), or count the streamed text "
+                                         "with --llm_token_ids=retokenize")
                     if ids and not tokens:
                         r.first_at = time.monotonic()
                         self.on_first(r, int(ids[0]))
@@ -186,6 +240,8 @@ class OpenAIProcessor(GenerationProcessor):
                 f"the LLM server at {self.endpoint} failed mid-run ({type(e).__name__}: {str(e)[:120] or 'no answer'})",
                 f"see the server's log (build/llm_server/), then restart it: {self.start_fix}" if self.start_fix
                 else "see the server's log, restart it and rerun"))
+        if self.retokenize and tokens:
+            tokens = [int(t) for t in self.text.encode("".join(text), special=False)]
         if not tokens:
             return self._fail(r, ServerLost(f"the LLM server at {self.endpoint} ended a stream with no tokens",
                                             "see the server's log (build/llm_server/)"))
