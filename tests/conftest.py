@@ -113,6 +113,7 @@ HEAVY = ("test_llm_harness",                     # 352 s
          "test_llm_layer",                       # 53
          "test_find_performance",                # 49
          "test_llm_http",                        # 60 (two servers started)
+         "test_submission_endpoints",            # 55 here, one core (a server, two endpoints-client runs)
          "test_reference_sdxl",                  # 42
          "test_sdxl_fidelity")                   # 38
 

@@ -239,31 +239,6 @@ def tiny_prompts(env: dict) -> list[list[int]]:
                                              / "tiny" / "prompts.npz")]
 
 
-def test_endpoints_client_benchmarks_the_harness_server(server, endpoints_venv, tmp_path):
-    """The official MLCommons endpoints client (inference-endpoint benchmark) drives `make run_llm_server`:
-    offline, and online with Poisson arrivals and streaming, every sample completes and none fails; the input
-    lengths it reports are the prompts' and the streamed time-to-first-token and time-per-output-token exist."""
-    prompts = tiny_prompts(server["env"])[:32]
-    data = tmp_path / "prompts.jsonl"
-    data.write_text("".join(json.dumps({"input_tokens": p}) + "\n" for p in prompts))
-    common = ["--model", "llama2_70b-tiny", "--endpoints", server["url"], "--dataset", str(data),
-              "--api-type", "openai_completions", "--tokenizer", str(tiny_checkpoint(server["env"])),
-              "--num-samples", "32", "--max-output-tokens", "64", "--duration", "0", "--workers", "1"]
-    summaries = {}
-    for mode, extra in (("offline", []), ("online", ["--load-pattern", "poisson", "--target-qps", "20",
-                                                      "--streaming", "on"])):
-        rd = tmp_path / mode
-        r = subprocess.run([str(endpoints_venv / "inference-endpoint"), "benchmark", mode, *common, *extra,
-                            "--report-dir", str(rd)], capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        summaries[mode] = s = json.loads((rd / "performance" / "result_summary.json").read_text())
-        assert s["n_samples_completed"] == 32 and s["n_samples_failed"] == 0, s
-        isl = s["input_sequence_lengths"]
-        assert min(map(len, prompts)) <= isl["min"] and isl["max"] <= max(map(len, prompts)), isl
-    on = json.dumps(summaries["online"])
-    assert '"ttft"' in on and '"tpot"' in on, summaries["online"].keys()
-
-
 def test_harness_sut_drives_the_endpoints_echo_server(tiny_llama, endpoints_venv, tmp_path):
     """Our LoadGen SUT against the official echo server (chat route only, text only, answers the prompt back word
     by word): --llm_api=chat --llm_token_ids=retokenize sends each prompt's text and reports, per sample, the

@@ -72,6 +72,12 @@ def test_round_shape(version):
     assert unpaired == {u for u in UNPAIRED_999 if u[0] == version}
 
 
+def test_round_endpoints_models_are_round_benchmarks():
+    for rnd in ROUNDS.values():
+        assert set(rnd.endpoints_models) <= set(rnd.benchmarks), rnd.version
+    assert {r.version for r in ROUNDS.values() if r.endpoints_models} == {"v6.1"}
+
+
 def test_round_membership():
     v61 = {rb.benchmark for rb in ROUNDS["v6.1"].benchmarks.values()}
     assert not v61 & {"retinanet", "gptj", "dlrm_v2", "mixtral_8x7b"}
@@ -235,6 +241,22 @@ def test_audit_configs_match_checkout(inference, version):
                 extra.setdefault(scen, {})[key] = int(v)
         want = extra if "TEST04" in rb.compliance_tests else {}
         assert {s: dict(kv) for s, kv in rb.test04_extra.items()} == want, f"{version} {name} TEST04"
+
+
+@pytest.mark.parametrize("version", ROUND_IDS)
+def test_endpoints_models_match_checker(checker, version):
+    """Round.endpoints_models: the checker's ENDPOINTS_ALLOWED_MODELS (the harness's benchmarks of it) in the rounds
+    its RESULT_FIELD_ENDPOINTS reads endpoints results for, none elsewhere; and the client's audit names."""
+    from code.common.submission.endpoints import AUDIT_NAMES
+
+    _config(checker, version)
+    if not hasattr(checker, "ENDPOINTS_ALLOWED_MODELS"):
+        pytest.skip("the checker in MLPERF_INFERENCE_DIR reads no endpoints results")
+    rnd = ROUNDS[version]
+    want = set(checker.ENDPOINTS_ALLOWED_MODELS) & set(rnd.benchmarks) if version in checker.RESULT_FIELD_ENDPOINTS \
+        else set()
+    assert set(rnd.endpoints_models) == want, version
+    assert AUDIT_NAMES.items() <= checker.ENDPOINTS_COMPLIANCE_MAPPING.items()
 
 
 def test_system_fields_match_checker(checker, inference):

@@ -320,14 +320,15 @@ def _staging_root(cli):
 
 
 def action_update_results(cli, settings) -> int:
-    """Stage the best runs of build/logs (or --stage_logs) into the staging root's results/, measurements/,
-    compliance/ and systems/."""
+    """Stage the best runs of build/logs (or --stage_logs), and the endpoints-client reports of
+    --endpoints_results, into the staging root's results/, measurements/, compliance/ and systems/."""
     from pathlib import Path
 
     from code.common.submission import stage
 
     stage.stage(submitter=_given(cli, "submitter"), division=_given(cli, "division"), version=cli.get("round"),
-                log_roots=[Path(p) for p in cli.get("stage_logs") or ()] or None, root=_staging_root(cli))
+                log_roots=[Path(p) for p in cli.get("stage_logs") or ()] or None, root=_staging_root(cli),
+                endpoints_results=cli.get("endpoints_results") or (), system_name=cli.get("system_name"))
     return 0
 
 

@@ -213,6 +213,15 @@ CORE_FIELDS: tuple[Field, ...] = (
           actions=("update_results", "truncate_results", "export_submission"), control=True),
     Field("stage_logs", parse_list, (), "update_results: the log folders to choose runs from (default build/logs).",
           config=False, actions=("update_results",), control=True),
+    Field("endpoints_results", parse_list, (), "update_results: report folders of the MLCommons endpoints client "
+          "(inference-endpoint benchmark offline|online --mode both --report-dir DIR), comma-separated; each is "
+          "staged as one scenario's result where the official checker reads it (config.yaml, "
+          "performance/result_summary.json, accuracy/accuracy_results.json), for the models the round allows (v6.1: "
+          "llama3.1-8b, llama3.1-8b-edge). Its benchmark is the model the server served (make run_llm_server serves "
+          "it under the benchmark's name), its scenario the run's type (offline: Offline, online: Server); "
+          "Interactive=DIR, SingleStream=DIR (online at concurrency 1) or BENCHMARK/SCENARIO=DIR say otherwise. The "
+          "system is this machine's (or --system_name's), named as --backend=openai runs name it: stage on the "
+          "machine that served.", config=False, actions=("update_results",), control=True),
     Field("submission_dir", parse_str, None, "export_submission: where the tree is written (it replaces only "
           "<division>/<submitter> there); check_submission: the tree to check (default build/submission).",
           config=False, actions=("export_submission", "check_submission"), control=True),

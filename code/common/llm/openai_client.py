@@ -52,7 +52,7 @@ class OpenAIProcessor(GenerationProcessor):
         # the benchmark's tokenizer: the chat route's prompt text, stop strings, and retokenized answers
         self.text = None
         if tokenizer_dir and (api == "chat" or self.retokenize or stop_text is None):
-            from code.common.llm.serve import TokenText
+            from code.common.llm.tokentext import TokenText
 
             try:
                 self.text = TokenText(tokenizer_dir)

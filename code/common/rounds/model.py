@@ -102,6 +102,9 @@ class Round:
     benchmarks: Mapping[str, RoundBenchmark]   # key: submission name ("resnet", "bert-99")
     src_dir: str = "src"                       # "code" before v6.0
     results_hold_compliance: bool = True       # v6.x: compliance + measurements under results/<sys>/<bench>/<scen>/
+    # submission names whose results may come from the MLCommons endpoints client (inference-endpoint) instead of
+    # LoadGen's logs: the checker's ENDPOINTS_ALLOWED_MODELS, for the rounds its RESULT_FIELD_ENDPOINTS has
+    endpoints_models: frozenset[str] = frozenset()
 
     def carried_by(self, loadgen_version: str) -> bool:
         """Does this LoadGen release carry the round's compiled-in seeds?"""
@@ -141,3 +144,7 @@ class Round:
 
     def by_submission_name(self, name: str) -> RoundBenchmark | None:
         return self.benchmarks.get(name)
+
+    def accepts_endpoints(self, rb: RoundBenchmark) -> bool:
+        """May ``rb``'s result be an endpoints-client report (config.yaml, result_summary.json, ...)?"""
+        return rb.name in self.endpoints_models

@@ -57,4 +57,7 @@ V6_1 = Round(
         # REQUIRED_ACC_BENCHMARK has no v6.1 list yet.
         "stable-diffusion-xl": sdxl(("4475", "3627", "1046", "4937", "3867", "1671", "3789", "1206", "4111", "3093")),
     },
+    # ENDPOINTS_ALLOWED_MODELS, the harness's benchmarks of it (also wan-2.2-t2v-a14b, qwen3-vl-235b-a22b,
+    # qwen3.6-27b, gpt-oss-120b and deepseek-r1); RESULT_FIELD_ENDPOINTS reads such results for v6.1 only
+    endpoints_models=frozenset({"llama3.1-8b", "llama3.1-8b-edge"}),
 )

@@ -13,7 +13,9 @@ Checked for every results/<system>/<benchmark>/<scenario>:
   a truncated log with its hash, SDXL's sample images;
 - compliance: each required test present and passing, the audit seed and sampling target;
 - measurements.json fields and systems/<system>.json fields non-empty, no TO FILL placeholders,
-  system_type consistent with the benchmarks, all required scenarios present.
+  system_type consistent with the benchmarks, all required scenarios present;
+- an endpoints-client result (``checks.endpoints``): the round accepts it, seeds, min_duration and the run's
+  own length, TTFT/TPOT, every accuracy sample scored with the benchmark's metrics and targets, its audits.
 
 With $MLPERF_INFERENCE_DIR set, the official submission_checker of the round is run too and its
 summary shown. Run: ``make check_submission`` (``python -m code.main --action=check_submission [--submission_dir=build/submission]``).
@@ -31,7 +33,8 @@ from pathlib import Path
 from code.common import rounds
 from code.common.errors import HarnessError
 from code.common.submission import mlperf_conf
-from code.common.submission.checks import accuracy, compliance, measurements, performance, system
+from code.common.submission.checks import accuracy, compliance, endpoints, measurements, performance, system
+from code.common.submission.endpoints import is_endpoints_dir
 from code.common.submission.checks.findings import Findings
 from code.common.submission.checks.measurements import MEASUREMENT_FIELDS
 from code.common.submission.checks.performance import FAST_MIN_DURATION_MS
@@ -45,6 +48,10 @@ DIVISIONS = ("closed", "open", "network")
 def check_scenario(f: Findings, d: Path, rnd: rounds.Round, rb: rounds.RoundBenchmark, scen: str, conf: dict) -> None:
     """One results/<system>/<benchmark>/<scenario> directory, concern by concern. Before v6.0 the audits
     and measurements of it are in compliance/ and measurements/ trees beside results/ (see export)."""
+    if is_endpoints_dir(d):          # an endpoints-client report in place of LoadGen's logs
+        endpoints.check_endpoints(f, d, rnd, rb, scen, conf)
+        measurements.check_measurements(f, d, run_files=("README.md",))
+        return
     performance.check_performance(f, d, rnd, rb, scen, conf)
     accuracy.check_accuracy(f, d, rnd, rb)
     if rnd.results_hold_compliance:

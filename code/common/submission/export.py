@@ -5,6 +5,8 @@ v6.x layout (what ``submission_checker --version v6.1`` reads):
 
     results/<system>/<benchmark>/<scenario>/{performance/run_1, accuracy, TEST01, TEST04,
         measurements.json, user.conf, mlperf.conf, README.md, calibration_process.adoc}
+        (an endpoints-client result: config.yaml, performance/result_summary.json, accuracy/accuracy_results.json,
+        audit/ in place of the LoadGen logs and TEST dirs; no user.conf / mlperf.conf)
     systems/<system>.json
     src/                      this harness's source (git-tracked and untracked-not-ignored files)
     documentation/            README.md, calibration.md
@@ -38,6 +40,7 @@ from code.common.fileio import (claim_dir, clean_stale_partials, prune_empty_dir
 from code.common import rounds
 from code.common.results.accuracy_text import has_hash
 from code.common.results.selection import test_only
+from code.common.submission import endpoints
 from code.common.submission.stage import check_name, staging_root
 from code.common.submission.tree import link_or_copy, link_tree
 from code.common.submission.truncate import MAX_TRUNCATED
@@ -126,20 +129,30 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
             systems = set()
             for scen_dir in sorted(p for p in results.glob("*/*/*") if p.is_dir()):
                 system, bench, scen = scen_dir.relative_to(results).parts
-                if not (scen_dir / "performance" / "run_1" / "mlperf_log_detail.txt").is_file():
+                dst = sub / "results" / system / bench / scen
+                if endpoints.is_endpoints_dir(scen_dir):          # an endpoints-client report: no LoadGen logs
+                    rb = rnd.by_submission_name(bench)
+                    if rb is None or not rnd.accepts_endpoints(rb):
+                        raise HarnessError(f"{scen_dir} holds an endpoints-client result, which MLPerf Inference "
+                                           f"{rnd.version} does not accept for {bench}",
+                                           "export it for the round it was staged for (--round=v6.1)")
+                    _check_submittable(scen_dir)
+                    endpoints.export_files(scen_dir, dst)
+                    systems.add(system)
+                elif not (scen_dir / "performance" / "run_1" / "mlperf_log_detail.txt").is_file():
                     # the official checker cannot read a scenario without a performance log (it crashes)
                     log(f"[export_submission] skipped {system}/{bench}/{scen}: no performance run staged")
                     continue
-                systems.add(system)
-                dst = sub / "results" / system / bench / scen
-                _check_submittable(scen_dir / "performance" / "run_1")
-                _copy_some(scen_dir / "performance" / "run_1", dst / "performance" / "run_1", PERF_FILES)
-                if (scen_dir / "accuracy").is_dir():
-                    _check_submittable(scen_dir / "accuracy")
-                    _check_truncated(scen_dir / "accuracy")
-                    _copy_some(scen_dir / "accuracy", dst / "accuracy", ACC_FILES)
-                    if (scen_dir / "accuracy" / "images").is_dir():
-                        link_tree(scen_dir / "accuracy" / "images", dst / "accuracy" / "images")
+                else:
+                    systems.add(system)
+                    _check_submittable(scen_dir / "performance" / "run_1")
+                    _copy_some(scen_dir / "performance" / "run_1", dst / "performance" / "run_1", PERF_FILES)
+                    if (scen_dir / "accuracy").is_dir():
+                        _check_submittable(scen_dir / "accuracy")
+                        _check_truncated(scen_dir / "accuracy")
+                        _copy_some(scen_dir / "accuracy", dst / "accuracy", ACC_FILES)
+                        if (scen_dir / "accuracy" / "images").is_dir():
+                            link_tree(scen_dir / "accuracy" / "images", dst / "accuracy" / "images")
                 rel = Path(system) / bench / scen
                 comp_dst, meas_dst, meas_name = ((dst, dst, "measurements.json") if rnd.results_hold_compliance else
                                                  (sub / "compliance" / rel, sub / "measurements" / rel, f"{system}_{scen}.json"))

@@ -5,6 +5,9 @@ Layout written (NVIDIA-style; ``export`` turns it into the round's official layo
 
     results/<system>/<benchmark>/<scenario>/performance/run_1/   LoadGen logs (+ metadata.json)
     results/<system>/<benchmark>/<scenario>/accuracy/            LoadGen logs, accuracy.txt (+ images/)
+    results/<system>/<benchmark>/<scenario>/                     or an endpoints-client report (--endpoints_results:
+                                                                 config.yaml, performance/result_summary.json,
+                                                                 accuracy/accuracy_results.json; see endpoints.py)
     compliance/<system>/<benchmark>/<scenario>/TEST0x/           verify_*.txt, accuracy/, performance/run_1/
     measurements/<system>/<benchmark>/<scenario>/                README.md, user.conf, mlperf.conf,
                                                                  <system>_<scenario>.json, calibration_process.adoc
@@ -28,7 +31,7 @@ from code.common.compliance.audit import verify_audit_dir
 from code.common.errors import HarnessError
 from code.common.fileio import clean_stale_partials, make_stage_dir, read_json, write_json, write_text
 from code.common import rounds
-from code.common.submission import measurements, mlperf_conf, sysdesc
+from code.common.submission import endpoints, measurements, mlperf_conf, sysdesc
 from code.common.results.selection import Run, Selection, choose, scan
 from code.common.submission.tree import link_or_copy, link_tree, swap_dirs
 
@@ -141,18 +144,33 @@ def plan(sel: Selection, rnd: rounds.Round) -> tuple[dict, list[tuple[Run, str]]
     return staged, dropped
 
 
+def _add_endpoints(staged: dict, sel: Selection, found: dict) -> None:
+    """Endpoints-client results (endpoints.read_all) into the plan; each replaces the LoadGen runs of its key."""
+    for key, (rb, run) in found.items():
+        old = staged.pop(key, {})
+        for kind in ("performance", "accuracy"):
+            if old.get(kind) is not None:
+                sel.skipped.append((old[kind], f"replaced by the endpoints-client result {run.dir}"))
+        staged[key] = {"rb": rb, "pkg": run.meta["log_name"], "bench": run.meta["benchmark"], "endpoints": run,
+                       "performance": run}
+
+
 def stage(*, submitter: str, division: str, version: str | None = None, log_roots=None,
-          root: Path | None = None, system_info=None, host=None, gpus_extra=None, log=print) -> dict:
-    """Stage the best runs; returns a report dict (also printed through ``log``)."""
+          root: Path | None = None, system_info=None, host=None, gpus_extra=None, endpoints_results=(),
+          system_name: str | None = None, log=print) -> dict:
+    """Stage the best runs, and the endpoints-client reports ``endpoints_results`` (``[[BENCHMARK/]SCENARIO=]DIR``
+    each, for the system detected here or ``system_name``); returns a report dict (also printed through ``log``)."""
     submitter, division = check_name("submitter", submitter), check_name("division", division)
     if division not in ("closed", "open"):
         raise HarnessError(f"division '{division}' is not closed or open", "DIVISION=closed")
     rnd = rounds.current(version)
     root = Path(root or staging_root())
+    found = endpoints.read_all(endpoints_results, rnd, system_name)     # every report checked before any write
     runs, problems = scan(log_roots or [paths.logs_dir()], strict=True)
     sel = choose(runs, rnd.min_duration_ms)
     staged, dropped = plan(sel, rnd)
     sel.skipped += dropped
+    _add_endpoints(staged, sel, found)
     if not staged:
         raise HarnessError(f"no stageable run found under {', '.join(str(r) for r in (log_roots or [paths.logs_dir()]))}"
                            + (f" ({len(sel.skipped)} skipped: {sel.skipped[0][1]})" if sel.skipped else ""),
@@ -174,6 +192,16 @@ def stage(*, submitter: str, division: str, version: str | None = None, log_root
             rb, perf, acc = e["rb"], e.get("performance"), e.get("accuracy")
             label = f"{system}/{bname}/{scen}"
             res = tmp / "results" / system / bname / scen
+            if e.get("endpoints") is not None:
+                _stage_endpoints(e["endpoints"], res, tmp / "measurements" / system / bname / scen, rnd)
+                # its audits are the report's audit/ (staged with it), never LoadGen audits of an earlier staging
+                shutil.rmtree(tmp / "compliance" / system / bname / scen, ignore_errors=True)
+                systems.setdefault(system, []).append(perf)
+                report["staged"].append({"key": label, "endpoints": str(perf.dir), "performance": str(perf.dir),
+                                         "accuracy": str(perf.dir)})
+                continue
+            if endpoints.is_endpoints_dir(res):
+                shutil.rmtree(res)                         # an earlier endpoints result LoadGen runs now replace
             if perf is None:
                 notes.append(f"{label}: no VALID performance run; only accuracy staged")
             else:
@@ -224,6 +252,17 @@ def stage(*, submitter: str, division: str, version: str | None = None, log_root
         shutil.rmtree(tmp, ignore_errors=True)
     _print_report(report, log)
     return report
+
+
+def _stage_endpoints(run: Run, res: Path, meas: Path, rnd: rounds.Round) -> None:
+    """One endpoints-client report: its files into the results scenario directory, measurements beside."""
+    endpoints.stage_files(run, res)
+    if meas.exists():
+        shutil.rmtree(meas)
+    write_text(meas / "README.md", endpoints.readme(run.meta, rnd.version))
+    write_text(meas / "calibration_process.adoc", measurements.calibration(run.meta))
+    write_json(meas / f"{run.meta['system_name']}_{run.meta['scenario']}.json",
+               measurements.measurements_json(run.meta))
 
 
 def _system_desc(system, perf_runs, rnd, staged, root, submitter, division, system_info, host, gpus_extra):
@@ -285,6 +324,9 @@ def _harness_version() -> str:
 def _print_report(report: dict, log) -> None:
     log(f"[update_results] staged into {report['root']}:")
     for s in report["staged"]:
+        if s.get("endpoints"):
+            log(f"  {s['key']}: endpoints-client report {s['endpoints']}")
+            continue
         log(f"  {s['key']}: performance {s['performance'] or '-'}; accuracy {s['accuracy'] or '-'}")
     if report["skipped"]:
         log("[update_results] skipped runs:")

@@ -71,8 +71,18 @@ def truncate_dir(acc_dir: Path, rel: Path, log=print) -> str:
     return "truncated"
 
 
+def _endpoints_only(root: Path) -> bool:
+    from code.common.submission.endpoints import is_endpoints_dir
+
+    return any(is_endpoints_dir(p) for p in (root / "results").glob("*/*/*"))
+
+
 def truncate_all(root: Path, log=print) -> dict:
     dirs = accuracy_dirs(root)
+    if not dirs and _endpoints_only(root):
+        log("[truncate_results] nothing to truncate: the staged results are endpoints-client reports (no LoadGen "
+            "accuracy log)")
+        return {"truncated": 0, "skipped": 0, "errors": []}
     if not dirs:
         raise HarnessError(f"no staged accuracy logs under {root}/results", "make update_results")
     out = {"truncated": 0, "skipped": 0, "errors": []}

@@ -23,11 +23,12 @@ def check_measurements_json(f: Findings, mj: Path) -> None:
         f.error(mj, "model_variant=tiny: the tiny seeded model can never be a submission result")
 
 
-def check_measurements(f: Findings, d: Path, json_name: str = "measurements.json") -> None:
+def check_measurements(f: Findings, d: Path, json_name: str = "measurements.json", run_files=RUN_FILES) -> None:
     """The directory ``d``'s measurements JSON, user.conf, README.md and mlperf.conf (the results scenario
-    directory from v6.0; measurements/<system>/<benchmark>/<scenario>/ with <system>_<scenario>.json before)."""
+    directory from v6.0; measurements/<system>/<benchmark>/<scenario>/ with <system>_<scenario>.json before).
+    An endpoints-client result has no LoadGen settings: README.md only (``run_files``)."""
     check_measurements_json(f, d / json_name)
-    for name in RUN_FILES:
+    for name in run_files:
         if require(f, d / name) and name != "user.conf" and (d / name).stat().st_size == 0:
             f.error(d / name, "empty")
     uc = d / "user.conf"
