@@ -34,6 +34,7 @@ from code.common import rounds, scenarios
 from code.common.errors import HarnessError
 from code.common.fileio import read_json
 from code.common.results.selection import Run
+from code.common.submission import measurements
 from code.common.submission.tree import link_or_copy
 
 CONFIG_NAMES = ("config.yaml", "config.yml")
@@ -306,7 +307,4 @@ def readme(meta: dict, round_name: str) -> str:
         "```",
         "",
     ]
-    if meta.get("model_variant") == "tiny":
-        lines += ["**Tiny variant**: a seeded small model on synthetic data. This result exercises the",
-                  "pipeline only and can never be a submission result.", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + measurements.tiny_note(meta))

@@ -85,10 +85,15 @@ def readme(meta: dict[str, Any], round_name: str, tests: tuple[str, ...]) -> str
         "the copy compiled into the LoadGen library that ran it.",
         "",
     ]
-    if meta.get("model_variant") == "tiny":
-        lines += ["**Tiny variant**: a seeded small model on synthetic data. This result exercises the",
-                  "pipeline only and can never be a submission result.", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + tiny_note(meta))
+
+
+def tiny_note(meta: dict[str, Any]) -> list[str]:
+    """The README lines that mark a tiny-variant result (none for the real model)."""
+    if meta.get("model_variant") != "tiny":
+        return []
+    return ["**Tiny variant**: a seeded small model on synthetic data. This result exercises the",
+            "pipeline only and can never be a submission result.", ""]
 
 
 def calibration(meta: dict[str, Any]) -> str:
