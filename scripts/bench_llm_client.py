@@ -74,7 +74,7 @@ def ours(env: dict, url: str, qps: float, seconds: float, work: Path) -> dict:
     main_(env, "--action=run_harness", *LLAMA, "--backend=openai", f"--llm_endpoints={url}",
           "--llm_served_model=echo", "--llm_api=chat", "--llm_token_ids=retokenize", "--scenarios=Server",
           "--gpu_batch_size=4096", f"--server_target_qps={qps:g}", f"--min_duration={int(seconds * 1000)}",
-          f"--min_query_count={max(460, int(qps * seconds))}", "--performance_sample_count=240", f"--log_dir={d}")
+          f"--min_query_count={max(460, int(qps * seconds))}", "--performance_sample_count=240", "--force", f"--log_dir={d}")
     m = record(d)
     t = m.get("tokens") or {}
     return {"ok": m["result_validity"] == "VALID", "qps": m["metric_value"], "validity": m["result_validity"],
