@@ -23,7 +23,7 @@ import yaml
 
 from code.common import rounds
 from code.common.submission.tree import files_under
-from tests.conftest import NO_OFFICIAL, _priority, official_root, run_main
+from tests.conftest import NO_OFFICIAL, _priority, metadata_under, official_root, run_main
 from tests.test_llm_http import endpoints_venv, free_port, one_error  # noqa: F401 - endpoints_venv is a fixture
 
 RND = rounds.V6_1
@@ -79,11 +79,16 @@ def reports(tiny_llama31, endpoints_venv, tmp_path_factory):  # noqa: F811 - the
                           str(SERVER_QPS), "--streaming", "on"])
             if _p99_within_bounds(on):
                 break
+        # and our SUT through the same server in the edge scenario (SingleStream: one query at a time)
+        run_main("--action=run_harness", "--benchmarks=llama3_1_8b", "--model_variant=tiny", "--backend=openai",
+                 "--category=edge", "--scenarios=SingleStream", "--min_duration=500", "--min_query_count=16",
+                 "--performance_sample_count=16", f"--log_dir={base / 'singlestream'}", env=env, check=True)
     finally:
         run_main("--action=stop_llm_server", env=env)
     assert off["n_samples_completed"] == 8 and on["n_samples_completed"] == SERVER_SAMPLES, (off, on)
     assert _p99_within_bounds(on), {k: on.get(k) for k in ("ttft", "tpot")}
-    return {"env": env, "base": base, "offline": base / "offline", "online": base / "online"}
+    return {"env": env, "base": base, "offline": base / "offline", "online": base / "online",
+            "singlestream": base / "singlestream"}
 
 
 def test_endpoints_client_reports_of_the_harness_server(reports):
@@ -101,6 +106,9 @@ def test_endpoints_client_reports_of_the_harness_server(reports):
     on = json.loads((reports["online"] / "performance" / "result_summary.json").read_text())
     for k in ("ttft", "tpot"):
         assert (on.get(k) or {}).get("percentiles"), (k, on.get(k))
+    [m] = metadata_under(reports["singlestream"])
+    assert (m["scenario"], m["backend"]) == ("SingleStream", "openai"), m["scenario"]    # 16 queries: too few to be VALID
+    assert m["completed_samples"] >= 16 and m["tokens"]["ttft_p99_ns"] > 0
 
 
 def _doctor(tree: Path) -> None:
