@@ -194,7 +194,7 @@ class OpenAIProcessor(GenerationProcessor):
             return self._end(r, [], failed=True)
         self.counters["requests"] += 1
         tokens: list[int] = []
-        text: list[str] = []                 # llm_token_ids=retokenize: the streamed text
+        pieces: list[str] = []               # llm_token_ids=retokenize: the streamed text
         try:
             async with self._session.post(self.route(), json=self.body(r)) as resp:
                 if resp.status != 200:
@@ -212,21 +212,16 @@ class OpenAIProcessor(GenerationProcessor):
                     if not choices:
                         continue
                     if self.retokenize:
-                        piece = choices[0].get("text") or (choices[0].get("delta") or {}).get("content") or ""
-                        text.append(piece)
-                        if piece and not tokens:
-                            first = self.text.encode("".join(text), special=False)
-                            if first:
-                                r.first_at = time.monotonic()
-                                tokens.append(int(first[0]))
-                                self.on_first(r, int(first[0]))
-                        continue
-                    ids = choices[0].get("token_ids")
-                    if ids is None:
-                        raise ServerLost(f"the LLM server at {self.endpoint} sends no token ids",
-                                         "use a server that returns them (vLLM: request field return_token_ids; "
-                                         "the harness's own: make run_llm_server), or count the streamed text "
-                                         "with --llm_token_ids=retokenize")
+                        # the first token as soon as the text so far encodes to one; the answer's ids at the end
+                        pieces.append(choices[0].get("text") or (choices[0].get("delta") or {}).get("content") or "")
+                        ids = [] if tokens else self.text.encode("".join(pieces), special=False)[:1]
+                    else:
+                        ids = choices[0].get("token_ids")
+                        if ids is None:
+                            raise ServerLost(f"the LLM server at {self.endpoint} sends no token ids",
+                                             "use a server that returns them (vLLM: request field return_token_ids; "
+                                             "the harness's own: make run_llm_server), or count the streamed text "
+                                             "with --llm_token_ids=retokenize")
                     if ids and not tokens:
                         r.first_at = time.monotonic()
                         self.on_first(r, int(ids[0]))
@@ -241,7 +236,7 @@ class OpenAIProcessor(GenerationProcessor):
                 f"see the server's log (build/llm_server/), then restart it: {self.start_fix}" if self.start_fix
                 else "see the server's log, restart it and rerun"))
         if self.retokenize and tokens:
-            tokens = [int(t) for t in self.text.encode("".join(text), special=False)]
+            tokens = [int(t) for t in self.text.encode("".join(pieces), special=False)]
         if not tokens:
             return self._fail(r, ServerLost(f"the LLM server at {self.endpoint} ended a stream with no tokens",
                                             "see the server's log (build/llm_server/)"))
