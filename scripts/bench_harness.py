@@ -46,15 +46,7 @@ def prepare(root: Path, tiny: bool) -> dict:
         return env
     onnx_path = paths.models_dir("resnet50") / model.ONNX_NAME
     if not onnx_path.exists():
-        import torch
-        import torchvision
-
-        torch.manual_seed(0)
-        net = model.WithArgmax(torchvision.models.resnet50(num_classes=1001)).eval()
-        onnx_path.parent.mkdir(parents=True, exist_ok=True)
-        torch.onnx.export(net, (torch.zeros(1, 3, 224, 224),), str(onnx_path), input_names=[model.INPUT],
-                          output_names=list(model.OUTPUTS), opset_version=17, dynamo=False,
-                          dynamic_axes={model.INPUT: {0: "b"}, model.OUTPUTS[0]: {0: "b"}, model.OUTPUTS[1]: {0: "b"}})
+        model.export_random_full(onnx_path)
     vm = paths.data_maps_dir() / "imagenet" / "val_map.txt"
     vm.parent.mkdir(parents=True, exist_ok=True)
     vm.write_text("".join(f"ILSVRC2012_val_{i + 1:08d}.JPEG {i % 1000}\n" for i in range(1024)))

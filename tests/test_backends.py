@@ -164,15 +164,19 @@ def test_pytorch_default_format_is_export(tiny, tmp_path):
 
 
 def test_pytorch_from_onnx_via_onnx2torch(tiny, tmp_path):
-    pytest.importorskip("onnx2torch", reason="onnx2torch not installed (optional: pip install onnx2torch==1.5.15)")
+    """The ONNX path (no factory): a batch-4 engine runs batch 1, 3 and 4, and a batch-1 engine (SingleStream's)
+    runs batch 1 (its program was once saved static at an example batch of 2 and failed every query)."""
+    pytest.importorskip("onnx2torch", reason="onnx2torch not installed (pip install onnx2torch==1.5.15)")
     net, onnx_path = tiny
-    spec = _spec(extra={"torch_device": "cpu"})
-    path = tmp_path / "tiny-o2t.pt2"
     be = PyTorchBackend()
-    be.build(str(onnx_path), str(path), spec)
-    eng = be.load(str(path), spec)
-    feeds = _inputs(3, seed=3)
-    np.testing.assert_allclose(eng.infer(feeds)["y"], _torch_ref(net, feeds), atol=1e-5, rtol=0)
+    for batch, runs in ((4, (1, 3, 4)), (1, (1,))):
+        spec = _spec(batch_size=batch, extra={"torch_device": "cpu"})
+        path = tmp_path / f"tiny-o2t-b{batch}.pt2"
+        be.build(str(onnx_path), str(path), spec)
+        eng = be.load(str(path), spec)
+        for b in runs:
+            feeds = _inputs(b, seed=b)
+            np.testing.assert_allclose(eng.infer(feeds)["y"], _torch_ref(net, feeds), atol=1e-5, rtol=0)
 
 
 def test_pytorch_without_factory_or_onnx2torch_is_a_harness_error(tiny, tmp_path, monkeypatch):

@@ -157,6 +157,22 @@ def build_tiny(model_dir: Path, log=print) -> Path:
     return dest
 
 
+def export_random_full(dest: Path, seed: int = 0) -> Path:
+    """The full-size ResNet50-v1.5 architecture (torchvision, 1001 classes) with seeded random weights,
+    exported with the MLPerf ONNX interface at REAL_CROP and a dynamic batch axis: the real model's shape
+    and cost where its weights cannot be had (scripts/bench_harness.py, scripts/gpu_check.py)."""
+    import torch
+    import torchvision
+
+    torch.manual_seed(seed)
+    net = WithArgmax(torchvision.models.resnet50(num_classes=1001)).eval()
+    with staged_path(dest, suffix=".onnx") as tmp:
+        torch.onnx.export(net, (torch.zeros(1, 3, REAL_CROP, REAL_CROP),), str(tmp), input_names=[INPUT],
+                          output_names=list(OUTPUTS), opset_version=17, dynamo=False,
+                          dynamic_axes={INPUT: {0: "b"}, OUTPUTS[0]: {0: "b"}, OUTPUTS[1]: {0: "b"}})
+    return dest
+
+
 def load_tiny_torch(model_dir: Path):
     import torch
 

@@ -19,7 +19,7 @@ Where the module comes from:
     returns (torch.nn.Module, example_inputs: dict name -> tensor). The module is called with the
     inputs as positional arguments in the dict's order. Examples should have batch >= 2 so the
     batch dim can be exported as dynamic (batch 1 examples are repeated to 2).
-  * otherwise the ONNX is converted with onnx2torch (optional package, pin onnx2torch==1.5.15).
+  * otherwise the ONNX is converted with onnx2torch (pinned in requirements.txt).
 
 Outputs are named by position with the ONNX output names (or ``extra["output_names"]``), so a
 caller sees what the ORT and TensorRT engines return; a module returning a dict (Hugging Face
@@ -95,7 +95,9 @@ def _from_onnx(onnx_path: str, spec: EngineSpec):
         t = infos[n].type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim]
         want = list(spec.input_shapes.get(n, dims))
-        shape = [2 if w < 0 else w for w in want]
+        # a dynamic dim's example size: 2 where the batch may vary (torch.export keeps a size-1 dim static),
+        # 1 for a batch-1 engine, whose program is saved static at its example's shape
+        shape = [(2 if spec.batch_size > 1 else 1) if w < 0 else w for w in want]
         dtype = torch.from_numpy(np.zeros(0, onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))).dtype
         examples[n] = torch.zeros(shape, dtype=dtype) if not dtype.is_floating_point else torch.randn(shape).to(dtype)
     return module, examples
@@ -127,8 +129,25 @@ def _dynamic_batch(spec: EngineSpec, examples: dict) -> tuple[dict, tuple | None
     return out, tuple(dyn)
 
 
+def _other_batches(spec: EngineSpec, examples: dict) -> list[tuple]:
+    """Inputs at batch 1 and 3 (batched inputs only): a saved program must run at sizes other than its examples'.
+    torch.export's Dim.AUTO silently specialises a batch dim the graph fixes (onnx2torch's conversion of ResNet50's
+    ONNX came out fixed at the example batch of 2 and failed every other batch at run time)."""
+    if spec.batch_size <= 1:
+        return []
+    out = []
+    for b in (1, 3):
+        args = []
+        for n, x in examples.items():
+            batched = x.dim() > 0 and tuple(spec.input_shapes.get(n, (-1,)))[:1] == (-1,)
+            args.append(x[:1].repeat(b, *([1] * (x.dim() - 1))) if batched else x)
+        out.append(tuple(args))
+    return out
+
+
 def _save(module, examples: dict, spec: EngineSpec, meta: dict, path: str) -> str:
-    """Write the first format that works; returns its name. Raises HarnessError listing failures."""
+    """Write the first format that works at every batch size (checked at batch 1 and 3 before it is written);
+    returns its name. Raises HarnessError listing failures."""
     import torch
 
     forced = spec.extra.get("torch_format")
@@ -142,12 +161,17 @@ def _save(module, examples: dict, spec: EngineSpec, meta: dict, path: str) -> st
             if fmt == "export":
                 ex, dyn = _dynamic_batch(spec, examples)
                 ep = torch.export.export(module, tuple(ex.values()), dynamic_shapes=dyn)
+                with torch.no_grad():
+                    for args in _other_batches(spec, ex):
+                        ep.module()(*args)
                 with open(path, "wb") as f:  # a file object: the staged name need not end in .pt2
                     torch.export.save(ep, f, extra_files={META: json.dumps(m)})
             elif fmt == "jit":
                 with torch.no_grad(), warnings.catch_warnings():
                     warnings.simplefilter("ignore", FutureWarning)  # jit is deprecated; it is our fallback
                     tr = torch.jit.trace(module, tuple(examples.values()), strict=False, check_trace=False)
+                    for args in _other_batches(spec, examples):
+                        tr(*args)
                     torch.jit.save(tr, path, _extra_files={META: json.dumps(m)})
             else:
                 torch.save({"meta": m, "module": module}, path)
@@ -229,7 +253,10 @@ class EagerTorchEngine(Engine):
         self.threads = _threads(spec) if self.device.type == "cpu" else 0
         self._tls = threading.local()
         module, ins, outs = _load_factory(manifest["factory"])(manifest["source"], spec, self.device, self.dtype)
-        self.module = module.to(self.device).eval()
+        module = module.to(self.device)
+        if self.dtype != torch.float32 and any(p.dtype == torch.float32 for p in module.parameters()):
+            module = module.to(self.dtype)     # the inputs are cast to the compute dtype: so are fp32-built weights
+        self.module = module.eval()
         self.input_names, self.output_names = tuple(ins), tuple(outs)
         self._cache: dict[str, tuple[np.ndarray, object]] = {}
 
