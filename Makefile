@@ -28,7 +28,7 @@ DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
 .PHONY: prebuild venv build info download_model download_data preprocess_data calibrate generate_engines run_harness run \
         find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 update_results truncate_results export_submission \
-        check_submission demo test docs clean bench add_system doctor report run_llm_server stop_llm_server
+        check_submission demo test docs clean bench add_system doctor report run_llm_server stop_llm_server gpu_check
 
 venv: $(STAMP)
 $(STAMP): requirements.txt
@@ -143,6 +143,11 @@ DEMO_DEFAULT := resnet50,sdxl,llama2_70b
 DEMO_BENCHMARKS ?= $(if $(filter command line environment,$(origin BENCHMARKS)),$(BENCHMARK_LIST),$(DEMO_DEFAULT))
 demo: venv
 	$(PY) scripts/demo.py --benchmarks=$(DEMO_BENCHMARKS)
+
+# The GPU paths in minutes (issue 29): build/gpu_check/gpu_check.md and .json; a CPU dry-run where no GPU is found.
+# GPU_CHECK_ARGS="--budget_s 300 --steps resnet50,llm" (python scripts/gpu_check.py --help)
+gpu_check: venv
+	$(PY) scripts/gpu_check.py $(GPU_CHECK_ARGS)
 
 bench: venv
 	$(PY) -m pip install -q -r requirements-bench.txt
