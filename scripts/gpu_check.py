@@ -61,7 +61,7 @@ class Step:
 STEPS = (Step("env", "make doctor / make info", 45, 120),
          Step("resnet50", "ResNet50 full-size, pytorch CUDA fp16 and ORT CUDA", 90, 240),
          Step("sdxl", "SDXL full-size, 20 steps, 1024x1024, fp16", 110, 240),
-         Step("llm", "Llama 8B shape, fp16: in-process, HTTP server, vLLM", 140, 300),
+         Step("llm", "Llama 8B shape, fp16: in-process, HTTP server, vLLM", 240, 300),
          Step("models", "BERT, RetinaNet, 3D-UNet, DLRM-v2 full-size shapes, pytorch backend", 70, 240),
          Step("multigpu", "placement over several GPUs", 15, 60))
 
@@ -548,6 +548,42 @@ def llm_figures(r: Result, label: str, meta: dict, anchor: str | None = None) ->
                "validity needs a full-length run)")
 
 
+def raw_generate(full: bool, samples: int) -> float:
+    """Plain ``model.generate`` on the same checkpoint and prompts, all in one left-padded batch, every sample
+    run to the benchmark's max_new_tokens: the raw engine beside the harness (tokens/s)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from code.common.benchmarks import implementation
+    from code.main import plan
+
+    settings = plan(["--action=run_harness", "--benchmarks=llama3_1_8b", "--scenarios=Offline", "--force",
+                     *([] if full else ["--model_variant=tiny"])])[1][0]
+    bench = implementation(settings.spec)(settings)
+    prompts = bench.prompts()[:samples]
+    new = bench.generation().max_new_tokens
+    device, dtype = ("cuda", torch.float16) if full else ("cpu", torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(str(bench.checkpoint), dtype=dtype).to(device).eval()
+    width = max(len(p) for p in prompts)
+    ids = torch.zeros((len(prompts), width), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.as_tensor(np.asarray(p, dtype=np.int64))
+        mask[i, width - len(p):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+
+    def run(n: int):
+        with torch.inference_mode():
+            model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=n, min_new_tokens=n,
+                           pad_token_id=0, eos_token_id=None)
+        if full:
+            torch.cuda.synchronize()
+    run(2)                                          # warm-up
+    t = time.perf_counter()
+    run(new)
+    return len(prompts) * new / (time.perf_counter() - t)
+
+
 def step_llm(r: Result, full: bool, work: Path) -> None:
     private_root(work, "llm", 40 if full else 0)
     from code.main import plan
@@ -570,8 +606,19 @@ def step_llm(r: Result, full: bool, work: Path) -> None:
     off = ["--scenarios=Offline", "--min_duration=1", f"--min_query_count={samples}", "--offline_expected_qps=1"]
     srv = ["--scenarios=Server", "--min_duration=1000", f"--min_query_count={server_n}", f"--server_target_qps={qps}"]
     inproc = ["--backend=transformers"]
-    llm_figures(r, "in-process transformers", harness(logs / "offline", *common, *inproc, *off),
-                "llama2_70b_offline" if full else None)
+    meta = harness(logs / "offline", *common, *inproc, *off)
+    llm_figures(r, "in-process transformers", meta, "llama2_70b_offline" if full else None)
+    gen = meta.get("generation") or {}
+    w = (gen.get("workers") or [{}])[0]
+    tps = float((meta.get("tokens") or {}).get("tokens_per_second") or 0)
+    if w.get("steps") and tps:
+        r.add("in-process scheduler: steps, joins, mean rows per step",
+              f"{w['steps']}, {w['joins']}, {w.get('mean_rows_per_step')}")
+        r.add("in-process wall per scheduler step", gen["tokens"] / tps / w["steps"] * 1e3, "ms")
+    raw = raw_generate(full, samples)
+    r.add(f"raw model.generate, one padded batch of {samples}", raw, "tokens/s")
+    if raw:
+        r.add("in-process harness Offline / raw model.generate", tps / raw, "x")
     llm_figures(r, "in-process transformers", harness(logs / "server", *common, *inproc, *srv))
     # the harness's own OpenAI-compatible server + the HTTP SUT
     port = 18000 + os.getpid() % 1000

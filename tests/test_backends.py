@@ -392,3 +392,29 @@ def test_a_new_backend_is_one_registration_line(monkeypatch):
     check_backend(resolve("resnet50"), "fakert")
     with pytest.raises(HarnessError, match="does not run llama2_70b"):
         check_backend(resolve("llama2_70b"), "fakert")
+
+
+def test_pytorch_from_onnx_with_shared_initializers(tmp_path):
+    """torch's exporter shares equal weights through Identity nodes (zero conv biases of a random-weight model);
+    onnx2torch alone failed on that (KeyError 'onnx::Conv_503' on full-size ResNet50, make gpu_check on an H200)."""
+    pytest.importorskip("onnx2torch", reason="onnx2torch not installed (pip install onnx2torch==1.5.15)")
+    import onnx
+    import torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 4, 3)).eval()
+    for conv in (net[0], net[2]):
+        torch.nn.init.zeros_(conv.bias)
+    path = tmp_path / "shared.onnx"
+    torch.onnx.export(net, (torch.zeros(1, 3, 8, 8),), str(path), input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "b"}, "y": {0: "b"}}, opset_version=17, dynamo=False)
+    g = onnx.load(str(path)).graph
+    inits = {i.name for i in g.initializer}
+    assert any(n.op_type == "Identity" and n.input[0] in inits for n in g.node), "the export shares no initializer"
+    spec = EngineSpec(name="shared", batch_size=4, input_shapes={"x": (-1, 3, 8, 8)}, extra={"torch_device": "cpu"})
+    be = PyTorchBackend()
+    be.build(str(path), str(tmp_path / "shared.pt2"), spec)
+    x = np.random.default_rng(1).standard_normal((3, 3, 8, 8)).astype(np.float32)
+    with torch.no_grad():
+        ref = net(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(be.load(str(tmp_path / "shared.pt2"), spec).infer({"x": x})["y"], ref, atol=1e-5)

@@ -89,7 +89,7 @@ def _from_onnx(onnx_path: str, spec: EngineSpec):
     import torch
 
     names, _, infos = _onnx_names(onnx_path)
-    module = convert(onnx_path)
+    module = convert(_inline_shared_initializers(onnx.load(onnx_path)))
     examples = {}
     for n in names:
         t = infos[n].type.tensor_type
@@ -101,6 +101,29 @@ def _from_onnx(onnx_path: str, spec: EngineSpec):
         dtype = torch.from_numpy(np.zeros(0, onnx.helper.tensor_dtype_to_np_dtype(t.elem_type))).dtype
         examples[n] = torch.zeros(shape, dtype=dtype) if not dtype.is_floating_point else torch.randn(shape).to(dtype)
     return module, examples
+
+
+def _inline_shared_initializers(model):
+    """Identity nodes fed by an initializer become initializers of their own. torch's ONNX exporter shares equal
+    weights that way (a random-weight ResNet50's zero conv biases came out as ``Identity(onnx::Conv_500)``), and
+    onnx2torch looks a conv's weights up among the initializers only (KeyError 'onnx::Conv_503' on an H200)."""
+    import onnx
+
+    init = {i.name: i for i in model.graph.initializer}
+    keep = []
+    for node in model.graph.node:
+        if node.op_type == "Identity" and node.input[0] in init:
+            copy = onnx.TensorProto()
+            copy.CopyFrom(init[node.input[0]])
+            copy.name = node.output[0]
+            model.graph.initializer.append(copy)
+            init[copy.name] = copy
+        else:
+            keep.append(node)
+    if len(keep) != len(model.graph.node):
+        del model.graph.node[:]
+        model.graph.node.extend(keep)
+    return model
 
 
 def _archive_format(path: str) -> str:
