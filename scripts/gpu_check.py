@@ -403,25 +403,14 @@ def step_resnet50(r: Result, full: bool, work: Path) -> None:
 
 
 def raw_resnet50(common: list[str], seconds: float) -> tuple[float, float, float, int]:
-    """The harness's own engine (same file, spec and batch size as its Offline run) in a tight loop:
-    (samples/s, p90 batch ms, batch-1 p90 ms, batch size)."""
-    from code.common.backends import get_backend
+    """The harness's own engine (same file, spec and batch size as its Offline run) in a tight loop
+    (scripts/bench_harness.py's raw loop): (samples/s, p90 batch ms, batch-1 p90 ms, batch size)."""
+    from bench_harness import raw_loop
     from code.main import plan
-    from code.resnet50.harness import ResNet50Benchmark
 
-    out = []
-    for scenario in ("Offline", "SingleStream"):
-        settings = plan(["--action=run_harness", f"--scenarios={scenario}", *common])[1][0]
-        b = ResNet50Benchmark(settings)
-        engine = get_backend(settings.backend).load(b.generate_engines()["resnet50"], b.engine_spec())
-        qsl = b.make_qsl()
-        qsl.load(range(qsl.performance_count))
-        bs = b.engine_spec().batch_size
-        feeds = {"input_tensor:0": qsl.batch(list(range(bs)))}
-        n, lat = timed_loop(lambda: engine.infer(feeds), seconds)   # infer returns host arrays: synchronised
-        out.append((n * bs / sum(lat), p90_ms(lat), bs))
-        engine.close()
-    return out[0][0], out[0][1], out[1][1], out[0][2]
+    (qps, p90), (_, b1_p90) = (raw_loop(plan(["--action=run_harness", f"--scenarios={sc}", *common])[1][0], seconds)
+                               for sc in ("Offline", "SingleStream"))
+    return qps, p90, b1_p90, plan(["--action=run_harness", "--scenarios=Offline", *common])[1][0].batch_size()
 
 
 # --- step 3 ------------------------------------------------------------------------------------------
