@@ -570,7 +570,25 @@ def raw_generate(full: bool, samples: int) -> float:
     run(2)                                          # warm-up
     t = time.perf_counter()
     run(new)
-    return len(prompts) * new / (time.perf_counter() - t)
+    tps = len(prompts) * new / (time.perf_counter() - t)
+    # where the time goes (the first H200 run read 385 tokens/s, ~150 ms a decode step for an 8B model): the
+    # attention kernel in use, one prefill of the whole batch, one decode step over that cache
+    with torch.inference_mode():
+        sync = torch.cuda.synchronize if full else (lambda: None)
+        sync()
+        t = time.perf_counter()
+        out = model(input_ids=ids, attention_mask=mask, use_cache=True)
+        sync()
+        prefill = time.perf_counter() - t
+        nxt = out.logits[:, -1:].argmax(-1)
+        mask2 = torch.cat([mask, torch.ones_like(nxt)], 1)
+        t = time.perf_counter()
+        model(input_ids=nxt, attention_mask=mask2, past_key_values=out.past_key_values, use_cache=True)
+        sync()
+        decode = time.perf_counter() - t
+    return tps, {"attention": getattr(model.config, "_attn_implementation", "?"), "prefill_ms": prefill * 1e3,
+                 "decode_step_ms": decode * 1e3, "dtype": str(next(model.parameters()).dtype),
+                 "device": str(next(model.parameters()).device)}
 
 
 def step_llm(r: Result, full: bool, work: Path) -> None:
@@ -604,8 +622,11 @@ def step_llm(r: Result, full: bool, work: Path) -> None:
         r.add("in-process scheduler: steps, joins, mean rows per step",
               f"{w['steps']}, {w['joins']}, {w.get('mean_rows_per_step')}")
         r.add("in-process wall per scheduler step", gen["tokens"] / tps / w["steps"] * 1e3, "ms")
-    raw = raw_generate(full, samples)
+    raw, why = raw_generate(full, samples)
     r.add(f"raw model.generate, one padded batch of {samples}", raw, "tokens/s")
+    r.add("raw: attention, dtype, device", f"{why['attention']}, {why['dtype']}, {why['device']}")
+    r.add(f"raw: one prefill of the {samples} prompts", why["prefill_ms"], "ms")
+    r.add("raw: one decode step at that batch", why["decode_step_ms"], "ms")
     if raw:
         r.add("in-process harness Offline / raw model.generate", tps / raw, "x")
     llm_figures(r, "in-process transformers", harness(logs / "server", *common, *inproc, *srv))
