@@ -33,7 +33,7 @@ class BenchmarkSpec:
     precisions: tuple[str, ...] = ("fp32",)
     starting_weights: str = ""     # measurements JSON: what the reference implementation downloads
     input_data_types: Mapping[str, str] = dataclasses.field(default_factory=dict)  # precision -> input type
-    watchdog_s: float = 120.0      # default stall limit (no sample completed this long): scaled per benchmark
+    watchdog_s: float = 120.0      # default stall limit (no sample completed, no progress this long): scaled per benchmark
     generates_tokens: bool = False # an LLM: the SUT streams tokens (code.common.llm), results are tokens/s
     scratch_gb: float = 50.0       # rough GB the reference variant's models and data take in the scratch folder (doctor)
     backends: tuple[str, ...] = () # backends that run it, in order of preference on a GPU ("" : the engine backends)

@@ -1,8 +1,9 @@
 """The run's monitor thread in the harness child: progress (samples done of expected, rate, ETA)
 and the watchdog.
 
-Watchdog: when samples are outstanding (issued, not completed) and none completed for ``limit_s``,
-the run is stopped: the stall (how long, the counts, what each worker was doing) goes into
+Watchdog: when samples are outstanding (issued, not completed) and the SUT made no progress for ``limit_s``
+(``sut.progress``: completed samples; for the LLM SUT also first tokens, engine steps and streamed chunks, since a
+reasoning model's answer can stream for minutes before it completes), the run is stopped: the stall (how long, the counts, what each worker was doing) goes into
 child_result.json as the run's error, and the child exits at once (LoadGen has no abort; its
 threads would wait forever). The parent records it in metadata.json like any failed run; the
 staging folder is removed by the parent only on its own failures, so the run's folder holds the
@@ -45,16 +46,16 @@ class Monitor:
         from code.common import progress
 
         bar = progress.bar(total=self.expected or None, desc=self.desc, unit="sample")
-        last, t_last = self.sut.completed, time.monotonic()
+        last, t_last = self.sut.progress, time.monotonic()
         shown = 0
         try:
             while not self._done.wait(min(1.0, max(self.limit_s / 4, 0.05))):
-                now, done = time.monotonic(), self.sut.completed
+                now, done, moved = time.monotonic(), self.sut.completed, self.sut.progress
                 if done > shown:
                     bar.update(done - shown)
                     shown = done
-                if done != last:
-                    last, t_last = done, now
+                if moved != last:
+                    last, t_last = moved, now
                 elif self.limit_s and self.sut.issued > done and now - t_last >= self.limit_s:
                     bar.close()
                     self.on_stall({"seconds": round(now - t_last, 1), "limit_s": self.limit_s, "completed": done,
@@ -68,7 +69,7 @@ def stall_exit(stage: Path, result: dict, stall: dict) -> None:
     """Record the stall as the run's error and end the child now (code STALL_EXIT)."""
     result["stall"] = stall
     abort_exit(stage, result,
-               f"watchdog: no sample completed for {stall['seconds']:g} s (limit {stall['limit_s']:g} s) "
+               f"watchdog: no sample completed and no progress for {stall['seconds']:g} s (limit {stall['limit_s']:g} s) "
                f"with {stall['issued'] - stall['completed']} outstanding; {stall['state']}",
                "check the backend and device (a hang in the inference library?); if batches really take "
                "this long, raise --watchdog_s", tag="watchdog")

@@ -197,6 +197,11 @@ class BatchingSUT:
     def flush_queries(self) -> None:
         return None
 
+    @property
+    def progress(self) -> int:
+        """The watchdog's sign of life: completed samples (a batch completes as a whole)."""
+        return self.completed
+
     def state(self) -> str:
         """What the workers are doing now, for a stall report: each busy batch and for how long."""
         now = time.monotonic()

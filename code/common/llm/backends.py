@@ -253,6 +253,9 @@ class VLLMProcessor(GenerationProcessor):
     def outstanding(self) -> int:
         return len(self._new) + len(self._live)
 
+    def progress(self) -> int:
+        return self.steps
+
     def state(self) -> str:
         return f"{self.spec.name}: vLLM with {len(self._live)} running, {len(self._new)} waiting ({self.steps} steps)"
 
@@ -351,6 +354,7 @@ class TensorRTLLMProcessor(GenerationProcessor):
         self.max_batch_size, self.eos_token_id = spec.max_batch_size, spec.eos_token_id
         self.errors: list[BaseException] = []
         self._live = 0
+        self.streamed = 0                       # streamed outputs of every request (progress)
 
     def start(self, on_first, on_done) -> None:
         import asyncio
@@ -377,6 +381,7 @@ class TensorRTLLMProcessor(GenerationProcessor):
         try:
             result = self.llm.generate_async([int(t) for t in r.prompt], sampling_params=params, streaming=True)
             async for out in result:
+                self.streamed += 1
                 toks = list(out.outputs[0].token_ids)
                 if toks and not r.tokens:
                     r.first_at = time.monotonic()
@@ -396,6 +401,9 @@ class TensorRTLLMProcessor(GenerationProcessor):
 
     def outstanding(self) -> int:
         return self._live
+
+    def progress(self) -> int:
+        return self.streamed
 
     def state(self) -> str:
         return f"{self.spec.name}: TensorRT-LLM with {self._live} request(s) in flight"

@@ -77,6 +77,11 @@ class GenerationProcessor(abc.ABC):
         """What the worker is doing, for a stall report."""
         return ""
 
+    def progress(self) -> int:
+        """A count that grows while the worker generates (steps or streamed chunks): the watchdog's sign of life
+        while answers thousands of tokens long complete no sample for minutes."""
+        return 0
+
     def warmup(self) -> None:
         return None
 
@@ -218,6 +223,9 @@ class Scheduler(GenerationProcessor):
 
     def outstanding(self) -> int:
         return len(self._queue) + sum(not r.done for r in self.active)
+
+    def progress(self) -> int:
+        return self.counters["steps"]
 
     def state(self) -> str:
         busy = f"in a step for {time.monotonic() - self.busy_since:.1f}s" if self.busy_since else "between steps"

@@ -78,7 +78,7 @@ class OpenAIProcessor(GenerationProcessor):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._session = None
-        self.counters = {"requests": 0, "completed": 0, "failed": 0, "tokens": 0}
+        self.counters = {"requests": 0, "completed": 0, "failed": 0, "tokens": 0, "chunks": 0}
 
     # --- lifecycle --------------------------------------------------------------------------------
     def warmup(self) -> None:
@@ -152,6 +152,9 @@ class OpenAIProcessor(GenerationProcessor):
     def outstanding(self) -> int:
         return self._outstanding
 
+    def progress(self) -> int:
+        return self.counters["chunks"]
+
     def state(self) -> str:
         return (f"{self._outstanding} request(s) outstanding at {self.endpoint}"
                 + (f"; lost: {self.lost}" if self.lost else ""))
@@ -208,6 +211,7 @@ class OpenAIProcessor(GenerationProcessor):
                     data = line[5:].strip()
                     if data == b"[DONE]":
                         break
+                    self.counters["chunks"] += 1
                     choices = json.loads(data).get("choices") or []
                     if not choices:
                         continue

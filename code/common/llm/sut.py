@@ -168,6 +168,12 @@ class StreamingSUT:
             self._done(r, np.array([eos, eos], dtype=np.int32))
         self.shed += len(samples)
 
+    @property
+    def progress(self) -> int:
+        """The watchdog's sign of life: samples completed, first tokens, and the workers' own progress (engine
+        steps, streamed chunks), so that answers thousands of tokens long do not read as a stall."""
+        return self.completed + self.first_tokens + sum(p.progress() for p in self.processors)
+
     def state(self) -> str:
         return (f"{self.completed} of {self.issued} issued samples completed ({self.tokens} tokens); "
                 + "; ".join(p.state() for p in self.processors))
