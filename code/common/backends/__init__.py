@@ -34,9 +34,11 @@ def backend_class(name: str) -> type[Backend]:
     return getattr(importlib.import_module(mod), attr)
 
 
-def get_backend(name: str, *, require: bool = True) -> Backend:
+def get_backend(name: str, *, require: bool = True, deep: bool = True) -> Backend:
+    """The backend ``name``; with ``require`` it must be usable here (``deep=False``: installed, not imported;
+    see ``Backend.available``)."""
     cls = backend_class(name)
-    ok, why = cls.available()
+    ok, why = cls.available(deep=deep)
     if require and not ok:
         raise HarnessError(f"backend '{name}' is not usable here: {why}",
                            "run `make build` to see what is missing, or pick another --backend")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib
+import importlib.util
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -95,8 +96,14 @@ class Backend(abc.ABC):
         return cls.display or cls.name
 
     @classmethod
-    def available(cls) -> tuple[bool, str]:
-        """(True, "") or (False, one-line reason naming what is missing)."""
+    def available(cls, deep: bool = True) -> tuple[bool, str]:
+        """(True, "") or (False, one-line reason naming what is missing). ``deep=False``: installed (its package
+        is found) without importing it, for a parent process whose child imports it anyway (a broken install is
+        then the child's one-line error): an LLM run's parent saved the ~1 s transformers takes to import."""
+        if not deep:
+            if importlib.util.find_spec(cls.library.split(".")[0]) is None:
+                return False, f"{cls.library} is not installed"
+            return True, ""
         try:
             importlib.import_module(cls.library)
         except Exception as e:  # ImportError, or a broken install raising anything at import

@@ -174,8 +174,8 @@ class TensorRTBackend(Backend):
     preference = {"gpu": 0}
 
     @classmethod
-    def available(cls) -> tuple[bool, str]:
-        try:
+    def available(cls, deep: bool = True) -> tuple[bool, str]:
+        try:                 # always deep: libnvinfer and the CUDA probe are what can be missing
             _trt()
         except Exception as e:  # ImportError, or OSError when libnvinfer is missing
             return False, f"tensorrt does not import ({type(e).__name__}: {e})".replace("\n", " ")

@@ -425,7 +425,9 @@ class LLMBenchmark(Benchmark):
     def backend(self):
         from code.common.backends import get_backend
 
-        return get_backend(self.settings.backend)
+        # the parent only needs the class (remote or not, instances per process, beam search): the library is
+        # imported by the processes that generate, which report a broken install
+        return get_backend(self.settings.backend, deep=False)
 
     def generate_engines(self) -> dict[str, str]:
         self.model_config()
