@@ -44,17 +44,28 @@ def prepare(root: Path, tiny: bool) -> dict:
             subprocess.run([sys.executable, "-m", "code.main", f"--action={action}", "--benchmarks=resnet50",
                             "--model_variant=tiny"], cwd=REPO, check=True, env={**os.environ})
         return env
+    random_full_set(1024)
+    return env
+
+
+def random_full_set(images: int) -> None:
+    """The reference variant's files with the full-size ResNet50 architecture and random weights, in the scratch
+    that MLPERF_SCRATCH_PATH / MLPERF_DATA_MAPS_DIR name: the ONNX, a val_map of ``images`` names and their
+    pre-processed random 224x224 images (scripts/gpu_check.py uses it too)."""
+    from code.common import paths
+    from code.resnet50 import model
+
     onnx_path = paths.models_dir("resnet50") / model.ONNX_NAME
     if not onnx_path.exists():
         model.export_random_full(onnx_path)
     vm = paths.data_maps_dir() / "imagenet" / "val_map.txt"
     vm.parent.mkdir(parents=True, exist_ok=True)
-    vm.write_text("".join(f"ILSVRC2012_val_{i + 1:08d}.JPEG {i % 1000}\n" for i in range(1024)))
-    pre = paths.preprocessed_dir("imagenet") / "val_uint8_nchw_224.npy"
-    if not pre.exists():
+    vm.write_text("".join(f"ILSVRC2012_val_{i + 1:08d}.JPEG {i % 1000}\n" for i in range(images)))
+    pre = paths.preprocessed_dir("imagenet") / f"val_uint8_nchw_{model.REAL_CROP}.npy"
+    if not pre.exists() or np.load(pre, mmap_mode="r").shape[0] != images:
         pre.parent.mkdir(parents=True, exist_ok=True)
-        np.save(pre, np.random.default_rng(0).integers(0, 256, (1024, 3, 224, 224), dtype=np.uint8))
-    return env
+        np.save(pre, np.random.default_rng(0).integers(0, 256, (images, 3, model.REAL_CROP, model.REAL_CROP),
+                                                       dtype=np.uint8))
 
 
 def settings_for(scenario: str, extra: list[str], tiny: bool):

@@ -353,15 +353,9 @@ def step_resnet50(r: Result, full: bool, work: Path) -> None:
     from code.resnet50 import model
 
     if full:
-        onnx_path = paths.models_dir("resnet50") / model.ONNX_NAME
-        if not onnx_path.exists():
-            model.export_random_full(onnx_path)
-        vm = paths.data_maps_dir() / "imagenet" / "val_map.txt"
-        vm.parent.mkdir(parents=True, exist_ok=True)
-        vm.write_text("".join(f"ILSVRC2012_val_{i + 1:08d}.JPEG {i % 1000}\n" for i in range(2048)))
-        pre = paths.preprocessed_dir("imagenet") / f"val_uint8_nchw_{model.REAL_CROP}.npy"
-        pre.parent.mkdir(parents=True, exist_ok=True)
-        np.save(pre, np.random.default_rng(0).integers(0, 256, (2048, 3, model.REAL_CROP, model.REAL_CROP), dtype=np.uint8))
+        from bench_harness import random_full_set
+
+        random_full_set(2048)
         variant, prec, secs = [], "--precision=fp16", 3.0
     else:
         tiny_actions("resnet50")
@@ -408,9 +402,10 @@ def raw_resnet50(common: list[str], seconds: float) -> tuple[float, float, float
     from bench_harness import raw_loop
     from code.main import plan
 
-    (qps, p90), (_, b1_p90) = (raw_loop(plan(["--action=run_harness", f"--scenarios={sc}", *common])[1][0], seconds)
-                               for sc in ("Offline", "SingleStream"))
-    return qps, p90, b1_p90, plan(["--action=run_harness", "--scenarios=Offline", *common])[1][0].batch_size()
+    offline, single = (plan(["--action=run_harness", f"--scenarios={sc}", *common])[1][0]
+                       for sc in ("Offline", "SingleStream"))
+    (qps, p90), (_, b1_p90) = raw_loop(offline, seconds), raw_loop(single, seconds)
+    return qps, p90, b1_p90, offline.batch_size()
 
 
 # --- step 3 ------------------------------------------------------------------------------------------
@@ -451,8 +446,8 @@ def step_sdxl(r: Result, full: bool, work: Path) -> None:
     else:
         tiny_actions("sdxl")
         pipe = model.load_pipeline(paths.models_dir("sdxl", "tiny") / "pipeline")
-        captions = [x["caption"] for x in dataset.read_captions(paths.data_dir("sdxl", "tiny") / "captions_source.tsv")][:n] \
-            if hasattr(dataset, "read_captions") else ["a photo of a cat"] * n
+        rows = dataset.read_captions(paths.data_dir("sdxl", "tiny") / "captions_source.tsv")
+        captions = [x["caption"] for x in rows[:n]]
     r.add("pipeline built, saved and data prepared", time.time() - t0, "s")
     pipe.set_progress_bar_config(disable=True)
     side = pipe.unet.config.sample_size * pipe.vae_scale_factor

@@ -319,7 +319,8 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("max_query_count", parse_int, 0, "Cap the query count (0: no cap). Makes a run invalid for submission.", minimum=0),
     Field("performance_sample_count", parse_int, 0, "Override performance_sample_count (0: mlperf.conf).", minimum=0),
     Field("watchdog_s", parse_float, 0.0, "Stop a run in which no sample completed and nothing progressed (LLMs: no "
-          "first token, engine step or streamed chunk) for this long while samples were outstanding, and report the stall (0: the benchmark's default, 120 s; SDXL 600 s).", unit="s", minimum=0),
+          "first token, engine step or streamed chunk) for this long while samples were outstanding, and report "
+          "the stall (0: the benchmark's default, 120 s; SDXL 600 s).", unit="s", minimum=0),
     Field("audit_server_qps_factor", parse_float, 0.92, "Server target QPS multiplier for audit runs.",
           actions=("run_audit_harness",), minimum=0),
 )

@@ -136,6 +136,11 @@ def _archive_format(path: str) -> str:
     return "pickle"
 
 
+def _batched(spec: EngineSpec, name: str, x) -> bool:
+    """Does input ``name`` (example ``x``) carry the batch dim (dim 0 dynamic in the spec's input shapes)?"""
+    return x.dim() > 0 and tuple(spec.input_shapes.get(name, (-1,)))[:1] == (-1,)
+
+
 def _dynamic_batch(spec: EngineSpec, examples: dict) -> tuple[dict, tuple | None]:
     """Examples with batch >= 2 and torch.export dynamic_shapes marking dim 0 of batched inputs."""
     import torch
@@ -144,7 +149,7 @@ def _dynamic_batch(spec: EngineSpec, examples: dict) -> tuple[dict, tuple | None
         return examples, None
     out, dyn = {}, []
     for n, x in examples.items():
-        batched = x.dim() > 0 and tuple(spec.input_shapes.get(n, (-1,)))[:1] == (-1,)
+        batched = _batched(spec, n, x)
         if batched and x.shape[0] == 1:
             x = x.repeat(2, *([1] * (x.dim() - 1)))
         out[n] = x
@@ -160,11 +165,8 @@ def _other_batches(spec: EngineSpec, examples: dict) -> list[tuple]:
         return []
     out = []
     for b in (1, 3):
-        args = []
-        for n, x in examples.items():
-            batched = x.dim() > 0 and tuple(spec.input_shapes.get(n, (-1,)))[:1] == (-1,)
-            args.append(x[:1].repeat(b, *([1] * (x.dim() - 1))) if batched else x)
-        out.append(tuple(args))
+        out.append(tuple(x[:1].repeat(b, *([1] * (x.dim() - 1))) if _batched(spec, n, x) else x
+                         for n, x in examples.items()))
     return out
 
 

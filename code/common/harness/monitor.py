@@ -3,9 +3,9 @@ and the watchdog.
 
 Watchdog: when samples are outstanding (issued, not completed) and the SUT made no progress for ``limit_s``
 (``sut.progress``: completed samples; for the LLM SUT also first tokens, engine steps and streamed chunks, since a
-reasoning model's answer can stream for minutes before it completes), the run is stopped: the stall (how long, the counts, what each worker was doing) goes into
-child_result.json as the run's error, and the child exits at once (LoadGen has no abort; its
-threads would wait forever). The parent records it in metadata.json like any failed run; the
+reasoning model's answer can stream for minutes before it completes), the run is stopped: the stall (how long,
+the counts, what each worker was doing) goes into child_result.json as the run's error, and the child exits at
+once (LoadGen has no abort; its threads would wait forever). The parent records it in metadata.json like any failed run; the
 staging folder is removed by the parent only on its own failures, so the run's folder holds the
 record, and no submission tree is touched.
 """
