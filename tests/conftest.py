@@ -101,6 +101,7 @@ HEAVY = ("test_llm_harness",                     # 352 s
          "test_submission_official",             # v6.1: 193
          "test_llm_moe_llama31_harness",         # 258 before its Server/TEST06 runs moved to the trees
          "test_calibration",                     # 188
+         "test_deepseek_r1",                     # new (2026-12-05): a build, 6 LLM runs
          "test_submission_official_v60",         # 151
          "test_retinanet_harness",               # 128
          "test_ray_executor",                    # 126
@@ -290,6 +291,7 @@ tiny_unet3d = _tiny_fixture("tiny_unet3d", "unet3d", "The tiny 3D-UNet: model, s
 tiny_bert = _tiny_fixture("tiny_bert", "bert", "The tiny BERT: model, WordPiece vocab, synthetic SQuAD v1.1 JSON and features.")
 tiny_mixtral = _tiny_fixture("tiny_mixtral", "mixtral_8x7b", "The tiny Mixtral (4 experts, top-2): model, 15k-format pickle of all three kinds, prompts.")
 tiny_llama31 = _tiny_fixture("tiny_llama31", "llama3_1_8b", "The tiny Llama3.1-8B: model, cnn_eval.json + edge subset, prompts of both twins.")
+tiny_deepseek = _tiny_fixture("tiny_deepseek", "deepseek_r1", "The tiny DeepSeek-R1 (DeepSeek-V3 shape: MLA, 8 routed experts): model, 4,388-format pickle of three families, prompts.")
 tiny_dlrm = _tiny_fixture("tiny_dlrm", "dlrm_v2", "The tiny DLRM-v2: DCNv2 model, synthetic multi-hot Criteo day-23 set and query trace.")
 
 

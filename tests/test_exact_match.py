@@ -13,8 +13,8 @@ import pytest
 from code.common.llm import exact_match as em
 from tests.conftest import official_root, run_official
 
-SCRIPTS = {"deepseek-r1": ("language", "deepseek-r1", "eval_accuracy.py"),
-           "gpt-oss-120b": ("language", "gpt-oss-120b", "eval_accuracy.py")}
+SCRIPTS = {"plain": ("language", "deepseek-r1", "eval_accuracy.py"),      # DeepSeek-R1's rules
+           "harmony": ("language", "gpt-oss-120b", "eval_accuracy.py")}
 
 DRIVER = """
 import importlib.util, json, sys
@@ -67,7 +67,7 @@ def cases() -> list[list]:
 @pytest.mark.parametrize("dialect", em.DIALECTS)
 def test_extraction_and_verdicts_equal_the_official_scripts(dialect, tmp_path):
     script = official_root(*SCRIPTS[dialect])
-    data = [c for c in cases() if not (dialect == "deepseek-r1" and c[0] == "MMLU")]   # no mmlu family there
+    data = [c for c in cases() if not (dialect == "plain" and c[0] == "MMLU")]   # no mmlu family there
     (tmp_path / "cases.json").write_text(json.dumps(data))
     (tmp_path / "driver.py").write_text(DRIVER)
     run_official([tmp_path / "driver.py", script, tmp_path / "cases.json", tmp_path / "out.json"], cwd=tmp_path)
@@ -87,15 +87,15 @@ def test_extraction_and_verdicts_equal_the_official_scripts(dialect, tmp_path):
 
 
 def test_families_and_what_is_not_judged_here():
-    assert em.family("GPQA_diamond", "deepseek-r1") == ("choice", "D")
-    assert em.family("mmlu_pro_law", "gpt-oss-120b") == ("choice", "J")
-    assert em.family("mmlu", "gpt-oss-120b") == ("choice", "J")
-    with pytest.raises(ValueError, match="no deepseek-r1 scorer"):
-        em.family("mmlu", "deepseek-r1")
+    assert em.family("GPQA_diamond", "plain") == ("choice", "D")
+    assert em.family("mmlu_pro_law", "harmony") == ("choice", "J")
+    assert em.family("mmlu", "harmony") == ("choice", "J")
+    with pytest.raises(ValueError, match="no plain scorer"):
+        em.family("mmlu", "plain")
     with pytest.raises(em.NotJudgedHere, match="PRM800K"):
-        em.judge("math500", "1/2", "\\frac12", "deepseek-r1")
+        em.judge("math500", "1/2", "\\frac12", "plain")
     with pytest.raises(em.NotJudgedHere, match="LiveCodeBench"):
-        em.judge("livecodebench", "print(1)", "q1", "gpt-oss-120b")
-    assert em.extract("aime", "so \\boxed{1000}", "deepseek-r1") is None          # out of AIME's range
-    assert em.extract("gpqa", "<|channel|>final<|message|>**B**<|return|>", "gpt-oss-120b") == "B"
-    assert em.extract("gpqa", "<|channel|>final<|message|>**B**<|return|>", "deepseek-r1") is None
+        em.judge("livecodebench", "print(1)", "q1", "harmony")
+    assert em.extract("aime", "so \\boxed{1000}", "plain") is None          # out of AIME's range
+    assert em.extract("gpqa", "<|channel|>final<|message|>**B**<|return|>", "harmony") == "B"
+    assert em.extract("gpqa", "<|channel|>final<|message|>**B**<|return|>", "plain") is None

@@ -66,12 +66,14 @@ def registry() -> Registry:
     """The whole schema: core fields + every discovered benchmark's fields."""
     import dataclasses
 
-    from code.common.llm.fields import LLM_FIELDS
+    from code.common.llm.fields import LLM_FIELDS, MOE_FIELDS
 
     fields = list(CORE_FIELDS)
     llms = tuple(s.name for s in all_specs() if s.generates_tokens)
-    if llms:
-        fields.extend(dataclasses.replace(f, benchmarks=llms) for f in LLM_FIELDS)
+    moes = tuple(s.name for s in all_specs() if s.llm_shape is not None and s.llm_shape.experts)
+    for group, names in ((LLM_FIELDS, llms), (MOE_FIELDS, moes)):
+        if names:
+            fields.extend(dataclasses.replace(f, benchmarks=names) for f in group)
     for spec in all_specs():
         fields.extend(spec.fields)
     return Registry(fields)

@@ -19,9 +19,6 @@ SPEC = BenchmarkSpec(
     scenarios=("Offline", "Server"),
     impl="code.mixtral_8x7b.harness:MixtralBenchmark",
     fields=(
-        Field("expert_parallel_size", parse_int, 1, "vllm / tensorrt_llm: GPUs the experts of one instance are "
-              "spread over (expert parallel; vLLM enables it when > 1, TensorRT-LLM's moe_expert_parallel_size). "
-              "Must divide tensor_parallel_size.", minimum=1, benchmarks=("mixtral_8x7b",)),
         Field("mbxp_workers", parse_int, 2, "Processes that run generated MBXP code in parallel when scoring "
               "accuracy (the reference's --n_workers).", minimum=1, benchmarks=("mixtral_8x7b",), config=False),
         Field("mbxp_timeout_s", parse_int, 20, "Time limit for one MBXP program (compile and run each), as the "
@@ -33,6 +30,7 @@ SPEC = BenchmarkSpec(
     generates_tokens=True,
     scratch_gb=100,                 # models + data + preprocessed data of the reference variant
     llm_shape=LLMShape(params=46.7e9, layers=32, kv_heads=8, head_dim=128, mean_input=600, mean_output=145.9,
+                       experts=8,
                        source="Mixtral-8x7B-Instruct-v0.1 config.json; output mean: the checker's TOKENS_PER_SAMPLE; "
                               "input mean: OpenOrca + GSM8K (5-shot) + MBXP prompts, approximate"),
 )

@@ -14,7 +14,6 @@ their md5 is the official one, then checked by content.
 """
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from code.common import fileio
@@ -189,46 +188,11 @@ def check_calibration(path: Path, fix: str = FIX_DATA, name: str | None = None):
     return df
 
 
-FILES = {  # name: (uri, md5, content check)
-    DATASET_PKL: (DATASET_URI, lambda: DATASET_MD5, check_dataset),
-    CALIBRATION_PKL: (CALIBRATION_URI, lambda: CALIBRATION_MD5, check_calibration),
-}
-
-
-def _local_source(data_dir: str, name: str, main: bool) -> Path | None:
-    d = Path(data_dir).expanduser()
-    if d.is_file():
-        if main:
-            return d                  # the file itself, whatever its name: its md5 decides
-        d = d.parent
-    for folder in (d, d / "mixtral_8x7b"):
-        if (folder / name).is_file():
-            return folder / name
-    return None
-
-
-def _check_into_place(src: Path, final: Path, md5: str, check, fix: str, log) -> None:
-    """``src`` (md5 first, then content) copied to ``final`` through a staged file."""
-    got = fileio.md5_file(src)
-    if got != md5:
-        raise MissingDataError(f"{src}: md5 {got}, expected {md5} (not the official file)", fix)
-    check(src, fix, final.name)
-    if src.resolve() != final.resolve():
-        with fileio.staged_path(final) as tmp:
-            shutil.copyfile(src, tmp)
-    log(f"{TAG} {final.name}: md5 {md5} ok, content ok, from {src}")
-
-
-def _fetch(name: str, dest_dir: Path, log) -> str:
-    """``dest_dir/name`` from R2 (md5-checked, then by content; a file failing the content check is
-    removed). Returns how it was fetched."""
-    uri, md5_of, check = FILES[name]
-    return dl.r2_data_file(uri, name, md5_of(), dest_dir, data_base=DATA_BASE, tag=TAG, log=log,
-                           check=lambda p: check(p, FIX_DATA, name))
-
-
-def _record(dest_dir: Path, updates: dict) -> None:
-    dl.merge_record(dest_dir / DATA_RECORD, BENCHMARK, updates, FIX_DATA)
+def files(include_calibration: bool) -> list[dl.DataFile]:
+    out = [dl.DataFile(DATASET_PKL, DATASET_URI, DATASET_MD5, check_dataset)]
+    if include_calibration:
+        out.append(dl.DataFile(CALIBRATION_PKL, CALIBRATION_URI, CALIBRATION_MD5, check_calibration, main=False))
+    return out
 
 
 def download_data(dest_dir: Path, data_dir: str | None = None, log=print, include_calibration: bool = False) -> Path:
@@ -238,28 +202,6 @@ def download_data(dest_dir: Path, data_dir: str | None = None, log=print, includ
     ``mixtral_8x7b/`` subfolder, or the validation pickle itself) when given, checked then copied;
     else from MLCommons R2. A file already in ``dest_dir`` with the right md5 is reused.
     ``dest_dir/download.json`` records what was verified. Returns the validation pickle's path."""
-    dest_dir = Path(dest_dir)
-    names = [DATASET_PKL] + ([CALIBRATION_PKL] if include_calibration else [])
-    done = {}
-    for name in names:
-        uri, md5_of, check = FILES[name]
-        md5 = md5_of()
-        final = dest_dir / name
-        if data_dir:
-            fix = (f"point --data_dir at a folder holding the MLCommons {name} "
-                   f"({dl.r2_command(uri, '<folder>')}), or drop --data_dir to download it")
-            src = _local_source(data_dir, name, name == DATASET_PKL)
-            if src is not None:
-                _check_into_place(src, final, md5, check, fix, log)
-                done[name] = {"md5": md5, "source": f"local copy {src}"}
-                continue
-            if name == DATASET_PKL:
-                raise MissingDataError(f"{name} not found in {data_dir}", fix)
-            log(f"{TAG} {name} not in {data_dir}: fetching it from MLCommons R2")
-        if final.is_file() and fileio.md5_file(final) == md5:
-            log(f"{TAG} {name} present, md5 ok: {final}")
-            continue
-        done[name] = {"md5": md5, "source": _fetch(name, dest_dir, log)}
-    if done:
-        _record(dest_dir, done)
-    return dest_dir / DATASET_PKL
+    dl.data_files(dest_dir, files(include_calibration), data_dir, data_base=DATA_BASE, benchmark=BENCHMARK, fix=FIX_DATA,
+                  record=DATA_RECORD, subfolders=("mixtral_8x7b",), log=log)
+    return Path(dest_dir) / DATASET_PKL

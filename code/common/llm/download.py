@@ -16,7 +16,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from code.common import fileio
 from code.common.errors import HarnessError, MissingDataError, from_os_error
@@ -557,6 +557,71 @@ def merge_record(path: Path, benchmark: str, updates: dict, fix: str) -> None:
             files = {}
     files.update(updates)
     fileio.write_json(path, {"benchmark": benchmark, "files": files})
+
+
+class DataFile(NamedTuple):
+    """One pinned file of an R2 data folder: its name, .uri metadata URL, md5, and content check
+    ``check(path, fix, name)``; ``main``: the file a ``--data_dir`` must hold (the others fall back to R2)."""
+    name: str
+    uri: str
+    md5: str
+    check: Callable[[Path, str, str], object]
+    main: bool = True
+
+
+def local_data_file(data_dir: str, name: str, main: bool, subfolders: Sequence[str] = ()) -> Path | None:
+    """Where ``--data_dir`` holds ``name``: the folder itself or one of its ``subfolders``; a file given as
+    ``--data_dir`` is taken for the main file whatever its name (its md5 decides)."""
+    d = Path(data_dir).expanduser()
+    if d.is_file():
+        if main:
+            return d
+        d = d.parent
+    for folder in (d, *(d / s for s in subfolders)):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def data_files(dest_dir: Path, files: Sequence[DataFile], data_dir: str | None, *, data_base: str, benchmark: str,
+               fix: str, record: str = "download.json", subfolders: Sequence[str] = (), log=print) -> dict[str, Path]:
+    """Each of ``files`` into ``dest_dir``: from ``data_dir`` when given (md5 first, then content, then
+    copied through a staged file; a missing main file is an error, a missing other one is fetched), else a
+    copy already in ``dest_dir`` with the right md5, else from MLCommons R2 (r2_data_file). What was
+    verified is merged into ``dest_dir/record``. Returns {name: path}."""
+    dest_dir = Path(dest_dir)
+    tag = f"[{benchmark}]"
+    done, out = {}, {}
+    for f in files:
+        final = dest_dir / f.name
+        out[f.name] = final
+        if data_dir:
+            local_fix = (f"point --data_dir at a folder holding the MLCommons {f.name} "
+                         f"({r2_command(f.uri, '<folder>')}), or drop --data_dir to download it")
+            src = local_data_file(data_dir, f.name, f.main, subfolders)
+            if src is not None:
+                got = fileio.md5_file(src)
+                if got != f.md5:
+                    raise MissingDataError(f"{src}: md5 {got}, expected {f.md5} (not the official file)", local_fix)
+                f.check(src, local_fix, f.name)
+                if src.resolve() != final.resolve():
+                    with fileio.staged_path(final) as tmp:
+                        shutil.copyfile(src, tmp)
+                log(f"{tag} {f.name}: md5 {f.md5} ok, content ok, from {src}")
+                done[f.name] = {"md5": f.md5, "source": f"local copy {src}"}
+                continue
+            if f.main:
+                raise MissingDataError(f"{f.name} not found in {data_dir}", local_fix)
+            log(f"{tag} {f.name} not in {data_dir}: fetching it from MLCommons R2")
+        if final.is_file() and fileio.md5_file(final) == f.md5:
+            log(f"{tag} {f.name} present, md5 ok: {final}")
+            continue
+        done[f.name] = {"md5": f.md5, "source": r2_data_file(
+            f.uri, f.name, f.md5, dest_dir, data_base=data_base, tag=tag, log=log,
+            check=lambda p, f=f: f.check(p, fix, f.name))}
+    if done:
+        merge_record(dest_dir / record, benchmark, done, fix)
+    return out
 
 
 # --- gated Hugging Face models with a members-only R2 copy (Llama2-70B, Llama3.1-8B) ----------------

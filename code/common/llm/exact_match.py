@@ -20,14 +20,15 @@ import math
 import re
 from typing import Any
 
-DIALECTS = ("deepseek-r1", "gpt-oss-120b")
+# "plain": DeepSeek-R1's rules over the whole text; "harmony": GPT-OSS-120B's, the final channel first
+DIALECTS = ("plain", "harmony")
 
 # family key -> (kind, last option letter); matched as a substring of the dataset name, in this order
 FAMILIES: dict[str, dict[str, tuple[str, str]]] = {
-    "deepseek-r1": {"gpqa": ("choice", "D"), "mmlu_pro": ("choice", "J"), "math500": ("boxed", ""),
+    "plain": {"gpqa": ("choice", "D"), "mmlu_pro": ("choice", "J"), "math500": ("boxed", ""),
                     "aime": ("aime", ""), "livecodebench": ("code", "")},
 }
-FAMILIES["gpt-oss-120b"] = {**FAMILIES["deepseek-r1"], "mmlu": ("choice", "J")}
+FAMILIES["harmony"] = {**FAMILIES["plain"], "mmlu": ("choice", "J")}
 
 _OPTIONS = "ABCDEFGHIJ"
 
@@ -36,12 +37,17 @@ class NotJudgedHere(Exception):
     """A family whose answers need an outside grader (PRM800K for MATH500, LiveCodeBench's test runner)."""
 
 
-def family(dataset: str, dialect: str) -> tuple[str, str]:
+def family_key(dataset: str, dialect: str) -> str:
+    """The family (a key of FAMILIES) a dataset name belongs to; ValueError for none (the references fail too)."""
     name = str(dataset).lower()
-    for key, kind in FAMILIES[dialect].items():
+    for key in FAMILIES[dialect]:
         if key in name:
-            return kind
+            return key
     raise ValueError(f"no {dialect} scorer for dataset {dataset!r}")
+
+
+def family(dataset: str, dialect: str) -> tuple[str, str]:
+    return FAMILIES[dialect][family_key(dataset, dialect)]
 
 
 def text_of(x: Any) -> str:
@@ -87,7 +93,7 @@ def choice(text: Any, last: str, dialect: str) -> str | None:
     text = text_of(text)
     if not text:
         return None
-    if dialect == "deepseek-r1":
+    if dialect == "plain":
         body = _unescape(_unwrap_list(text))
         found = _answer_marker(body, last)
         if found is None and last == "J":
@@ -154,7 +160,7 @@ def code(text: Any, dialect: str) -> str | None:
     text = text_of(text)
     if not text:
         return None
-    if dialect == "deepseek-r1":                    # the first python block
+    if dialect == "plain":                    # the first python block
         m = re.search(r"```python(.*?)```", text, re.DOTALL)
         return m.group(1).strip() if m else None
     final = harmony_final(text)
@@ -192,3 +198,28 @@ def judge(dataset: str, parsed, truth: Any, dialect: str) -> bool:
         except (TypeError, ValueError):
             return False
     raise NotJudgedHere(f"{dataset}: judged by {'the PRM800K grader' if kind == 'boxed' else 'LiveCodeBench'}")
+
+
+def score(datasets, outputs, truths, dialect: str) -> dict[str, Any]:
+    """The reference's exact_match over every sample: 100 for a right answer, 0 otherwise, averaged (a sample
+    without an answer counts 0, as does one of a family judged elsewhere, whose count is in ``unjudged``).
+    Also each family's share right and how many answers were found."""
+    from collections import Counter
+
+    right, found, seen, unjudged = Counter(), Counter(), Counter(), Counter()
+    for ds, out, truth in zip(datasets, outputs, truths):
+        key = family_key(ds, dialect)
+        seen[key] += 1
+        parsed = extract(ds, out, dialect)
+        if parsed is None:
+            continue
+        found[key] += 1
+        try:
+            right[key] += judge(ds, parsed, truth, dialect)
+        except NotJudgedHere:
+            unjudged[key] += 1
+    n = sum(seen.values())
+    return {"exact_match": 100.0 * sum(right.values()) / n if n else 0.0, "samples": n,
+            "families": {k: {"samples": seen[k], "answered": found[k], "right": right[k]} for k in seen},
+            "unjudged": dict(unjudged)}
+

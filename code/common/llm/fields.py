@@ -56,3 +56,10 @@ LLM_FIELDS: tuple[Field, ...] = (
     Field("llm_server_start_s", parse_float, 1800.0, "make run_llm_server: how long a server may take to become "
           "healthy (a large model loads for minutes).", unit="s", minimum=1, config=False),
 )
+
+# the mixture-of-experts models (a spec whose llm_shape has experts): code.common.benchmarks.registry scopes them
+MOE_FIELDS: tuple[Field, ...] = (
+    Field("expert_parallel_size", parse_int, 1, "vllm / sglang / tensorrt_llm: GPUs the experts of one instance are "
+          "spread over (expert parallel; vLLM enables it when > 1, TensorRT-LLM's moe_expert_parallel_size). "
+          "Must divide tensor_parallel_size.", minimum=1),
+)

@@ -177,6 +177,7 @@ class LLMBenchmark(Benchmark):
 
     # metrics the tiny variant is judged on against plain model.generate (prefixes)
     tiny_judged: tuple[str, ...] = ("rouge",)
+    uses_rouge: bool = True               # a ROUGE score (rougeLsum splits sentences with NLTK's punkt_tab)
 
     # --- locations ------------------------------------------------------------------------------------
     @property
@@ -603,15 +604,16 @@ class LLMBenchmark(Benchmark):
         found = values(repr(report), entry.accuracy_metrics)       # read back as the checker reads accuracy.txt
         if self.tiny:     # no official target for the tiny model: plain model.generate on the same weights is its target
             problems = self._tiny_judge(metrics, idx)
-            judged = "tiny variant: judged against plain model.generate on the same weights (ROUGE >= 99% of it)"
+            judged = ("tiny variant: judged against plain model.generate on the same weights "
+                      f"({', '.join(self.tiny_judged)} >= 99% of it)")
         else:
             problems = judge(found, dict(entry.accuracy_min), dict(entry.accuracy_max))
             judged = f"{entry.name}: " + ", ".join([f"{k} >= {v:.6g}" for k, v in entry.accuracy_min.items()]
                                                   + [f"{k} <= {v:.6g}" for k, v in entry.accuracy_max.items()])
         text = (f"{report!r}\n"
                 + "".join(f"UNOFFICIAL: {u}\n" for u in unofficial)
-                + f"# {len(idx)} samples; output tokens read as int32; sentence splitting: "
-                f"{rouge.sentence_splitter(self.variant)}\n"
+                + f"# {len(idx)} samples; output tokens read as int32"
+                + (f"; sentence splitting: {rouge.sentence_splitter(self.variant)}\n" if self.uses_rouge else "\n")
                 + "".join(f"# {n}\n" for n in notes)
                 + f"# {judged}\n"
                 + ("".join(f"# FAIL: {p}\n" for p in problems) or "# PASS\n"))

@@ -35,6 +35,7 @@ class LLMShape:
     mean_input: float       # tokens per prompt, dataset mean
     mean_output: float      # tokens per answer, dataset mean
     source: str = ""        # where the figures come from
+    experts: int = 0        # routed experts per MoE layer (0: a dense model); MoE models take expert_parallel_size
 
     def tokens_in_flight(self, beams: int = 1) -> float:
         """KV tokens one sequence holds on average: its prompt (shared by its beams, as vLLM's and

@@ -1,5 +1,5 @@
 """Tiny LLM variants: a shared byte-level BPE tokenizer trained here, seeded small causal LMs
-(GPT-J, Llama and Mixtral (mixture of experts) shapes), and synthetic English-like text for the synthetic datasets.
+(GPT-J, Llama, Mixtral and DeepSeek-V3 (mixtures of experts) shapes), and synthetic English-like text for the synthetic datasets.
 
 Everything is built offline from fixed seeds, so two builds are identical. The tokenizer is GPT-2
 style (``vocab.json`` + ``merges.txt`` and a ``tokenizer.json``), so both the fast and the slow
@@ -118,6 +118,15 @@ def tiny_config(kind: str, vocab_size: int, context: int):
                              num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
                              max_position_embeddings=context, sliding_window=None, router_jitter_noise=0.0,
                              bos_token_id=BOS, eos_token_id=EOS, pad_token_id=EOS, tie_word_embeddings=False)
+    if kind == "deepseek_v3":     # DeepSeek-R1's shape: multi-head latent attention, 1 dense layer then MoE layers of
+        from transformers import DeepseekV3Config    # 8 routed experts in 2 groups (top-2, 1 group) + 1 shared
+
+        return DeepseekV3Config(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+                                num_hidden_layers=2, first_k_dense_replace=1, num_attention_heads=4,
+                                num_key_value_heads=4, n_shared_experts=1, n_routed_experts=8, num_experts_per_tok=2,
+                                n_group=2, topk_group=1, kv_lora_rank=16, q_lora_rank=24, qk_rope_head_dim=8,
+                                qk_nope_head_dim=8, v_head_dim=16, max_position_embeddings=context,
+                                bos_token_id=BOS, eos_token_id=EOS, pad_token_id=EOS, tie_word_embeddings=False)
     raise ValueError(f"no tiny model kind {kind!r}")
 
 

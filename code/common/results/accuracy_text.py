@@ -22,6 +22,7 @@ PATTERNS = {
     "TOKENS_PER_SAMPLE": r".*'tokens_per_sample':\s(-?[\d.]+).*",
     "gsm8k_accuracy": r".*'gsm8k':\s(-?[\d.]+).*",
     "mbxp_accuracy": r".*'mbxp':\s(-?[\d.]+).*",
+    "exact_match": r".*'exact_match':\s(-?[\d.]+).*",               # deepseek-r1, gpt-oss-120b
 }
 HASH = re.compile(r"^hash=([\w\d]+)$")
 # A scorer that could not score as the official script does (a missing language runtime, an untrained

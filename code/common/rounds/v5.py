@@ -131,8 +131,16 @@ LLAMA31_8B = {
                               up=("GEN_LEN", 3051113 * 1.1)),
 }
 
+# DeepSeek-R1 (v5.1 on): required Server + Offline in the datacenter (plus SingleStream in datacenter,edge); from
+# v6.0 Offline is required and one of Interactive or Server optional (v6.py edits it).
+DEEPSEEK_R1 = entry("deepseek-r1", "deepseek_r1", "deepseek-r1", dc=(SRV, OFF), both=(SS, SRV, OFF), size=4388,
+                    psc=4388, tests=("TEST06",), result_field=TOKENS,
+                    acc=("exact_match", 0.99 * 81.3582, "TOKENS_PER_SAMPLE", 0.9 * 3886.2274),
+                    up=("TOKENS_PER_SAMPLE", 1.1 * 3886.2274))
+
 _V51 = {
     **edit(_V50, "resnet", datacenter_scenarios=()),
+    "deepseek-r1": DEEPSEEK_R1,
     **{n: _V50[n] for n in ("retinanet", "bert-99", "bert-99.9", "dlrm-v2-99", "dlrm-v2-99.9",
                             "3d-unet-99", "3d-unet-99.9")},
     **LLAMA31_8B,

@@ -1,0 +1,142 @@
+"""DeepSeek-R1 actions on the shared LLM layer: the reference's data (the question through the chat template),
+generation (greedy, up to 20,000 new tokens) and exact-match scoring (``code.common.llm.exact_match``)."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from code.common.llm.harness import Generation, LLMBenchmark, text_or_none
+from code.deepseek_r1 import SPEC, dataset
+
+# language/deepseek-r1/utils/backend_registry.py: temperature 0, max_new_tokens / max_tokens MAX_OSL = 20,000.
+# The tiny model asks for at least 2 tokens: LoadGen with use_token_latencies logs an error for a 1-token answer.
+REAL = Generation(max_new_tokens=20_000, min_new_tokens=1)
+TINY = Generation(max_new_tokens=64, min_new_tokens=2)
+DIALECT = "plain"                  # code.common.llm.exact_match: the reference's rules over the whole text
+
+
+class DeepSeekR1Benchmark(LLMBenchmark):
+    spec = SPEC
+    tiny_kind = "deepseek_v3"
+    tiny_context = 1024
+    tiny_samples = 30                      # 10 each of GPQA, MMLU-Pro and AIME
+    tiny_judged = ("exact_match",)
+    uses_rouge = False
+    # the whole-answer tokens likelier, so that most tiny answers hold one the reference's extraction finds (and
+    # every changed token can change the score)
+    tiny_build_options = {"boost": dataset.TINY_ANSWERS, "boost_scale": 1.25}
+
+    def generation(self) -> Generation:
+        return TINY if self.tiny else REAL
+
+    # --- data ---------------------------------------------------------------------------------------
+    def tiny_tokenizer_dir(self) -> Path:
+        """The shared tiny tokenizer plus DeepSeek-R1's chat markers and a chat template of the real one's shape."""
+        from code.common import paths
+        from code.common.fileio import staged_dir
+        from code.common.llm import tiny
+
+        d = paths.models_dir("deepseek_r1_tokenizer", "tiny")
+        if not (d / "tokenizer.json").exists():
+            tok = tiny.load_tokenizer(super().tiny_tokenizer_dir())
+            tok.add_special_tokens({"additional_special_tokens": list(dataset.TINY_SPECIALS)})
+            tok.add_tokens(list(dataset.TINY_ADDED))
+            tok.chat_template = dataset.TINY_CHAT_TEMPLATE
+            with staged_dir(d) as tmp:
+                tok.save_pretrained(str(tmp))
+        return d
+
+    def make_tiny_raw(self, tokenizer, out_dir, targets=None):
+        from code.common.llm.tiny import SEED
+
+        samples = dataset.tiny_samples(self.tiny_samples, SEED + 11)
+        for s, t in zip(samples, targets or ()):
+            s["ground_truth"] = t
+        dataset.write(Path(out_dir) / dataset.DATASET_PKL, samples)
+
+    def _df(self, folder):
+        return dataset.read(Path(folder) / dataset.DATASET_PKL, self.fix("download_data"))
+
+    def read_raw(self, tokenizer, folder):
+        df = self._df(folder)
+        return ([dataset.chat_prompt(tokenizer, str(t)) for t in df["text_input"]],
+                [text_or_none(x) for x in df[dataset.truth_column(df)]])
+
+    def read_extra(self, tokenizer, folder):
+        from code.common.llm import exact_match
+
+        kinds = [str(x) for x in self._df(folder)["dataset"]]
+        for i, k in enumerate(kinds):
+            try:
+                exact_match.family_key(k, DIALECT)
+            except ValueError:
+                from code.common.errors import MissingDataError
+
+                raise MissingDataError(f"sample {i} is from dataset {k!r}, which no DeepSeek-R1 scorer reads (gpqa, "
+                                       "mmlu_pro, math500, aime, livecodebench)", self.fix("download_data")) from None
+        return {"dataset": kinds}
+
+    def download_data(self) -> None:
+        """Tiny: seeded questions whose ground truth is what the reference's extraction reads in plain
+        ``model.generate``'s answer, for three samples in four (a wrong one for the fourth); a sample whose answer
+        holds nothing to extract keeps a seeded truth and scores 0. Exact match then moves with every token a
+        harness changes in an answer."""
+        if not self.tiny:
+            self.download_real_data()
+            return
+        from code.common.llm import exact_match
+        from code.common.llm.harness import save_prompts
+
+        out_dir, tok, prompts, truths = self._tiny_raw()
+        kinds = self.read_extra(tok, out_dir)["dataset"]
+        outs = self._plain_generate(prompts)
+        texts = tok.batch_decode(outs, skip_special_tokens=True)
+        targets, found = [], 0
+        for i, (k, t, truth) in enumerate(zip(kinds, texts, truths)):
+            got = exact_match.extract(k, t, DIALECT)
+            if got is None:
+                targets.append(truth)
+                continue
+            found += 1
+            if i % 4 == 3:                   # a wrong truth: the metric is not 100 by construction
+                got = (int(got) + 1) % 1000 if isinstance(got, int) else "ABCDEFGHIJ"[("ABCDEFGHIJ".index(got) + 1) % 4]
+            targets.append(str(got))
+        self.make_tiny_raw(tok, out_dir, targets)
+        save_prompts(out_dir / "generate_reference.npz", outs)
+        n = Counter(exact_match.family_key(k, DIALECT) for k in kinds)
+        print(f"[download_data] {len(prompts)} synthetic questions ({', '.join(f'{v} {k}' for k, v in n.items())}; "
+              f"an answer found in {found} of plain generate's outputs) -> {out_dir}")
+
+    def download_real_model(self) -> None:
+        from code.deepseek_r1 import download
+
+        download.download_model(self.checkpoint)
+
+    def download_real_data(self) -> None:
+        from code.deepseek_r1 import download
+
+        download.download_data(self.raw_dir, self.settings.values.get("data_dir"))
+
+    # --- accuracy -----------------------------------------------------------------------------------
+    def score(self, idx, tokens, preds, targets) -> dict[str, Any]:
+        """language/deepseek-r1/eval_accuracy.py: exact_match (the mean of 100 / 0 per sample over every sample
+        of the log), tokens_per_sample (the mean output length in tokens) and num-samples. MATH500 answers
+        (the PRM800K grader) and LiveCodeBench programs are not judged here: they count 0 and the score is
+        marked unofficial."""
+        from code.common.llm import exact_match
+
+        kinds = self.references()["dataset"]
+        r = exact_match.score([kinds[i] for i in idx], preds, targets, DIALECT)
+        if r["unjudged"]:
+            what = ", ".join(f"{v} {k}" for k, v in r["unjudged"].items())
+            self.mark_unofficial([f"{what} answer(s) need a grader this harness does not have yet (MATH500: "
+                                  "PRM800K's; LiveCodeBench: its test runner) and were counted wrong; score the "
+                                  "log with the reference's eval_accuracy.py (language/deepseek-r1)"])
+        self.score_notes = [f"{k}: {f['right']} of {f['samples']} right, an answer found in {f['answered']}"
+                            for k, f in r["families"].items()]
+        return {"exact_match": r["exact_match"],
+                "tokens_per_sample": float(np.mean([len(t) for t in tokens])) if tokens else 0.0,
+                "num-samples": len(idx)}
