@@ -102,6 +102,7 @@ HEAVY = ("test_llm_harness",                     # 352 s
          "test_llm_moe_llama31_harness",         # 258 before its Server/TEST06 runs moved to the trees
          "test_calibration",                     # 188
          "test_deepseek_r1",                     # new (2026-12-05): a build, 6 LLM runs
+         "test_llama3_1_405b",                   # new (2026-12-05): a build, 2 LLM runs
          "test_submission_official_v60",         # 151
          "test_retinanet_harness",               # 128
          "test_ray_executor",                    # 126
@@ -292,6 +293,7 @@ tiny_bert = _tiny_fixture("tiny_bert", "bert", "The tiny BERT: model, WordPiece 
 tiny_mixtral = _tiny_fixture("tiny_mixtral", "mixtral_8x7b", "The tiny Mixtral (4 experts, top-2): model, 15k-format pickle of all three kinds, prompts.")
 tiny_llama31 = _tiny_fixture("tiny_llama31", "llama3_1_8b", "The tiny Llama3.1-8B: model, cnn_eval.json + edge subset, prompts of both twins.")
 tiny_deepseek = _tiny_fixture("tiny_deepseek", "deepseek_r1", "The tiny DeepSeek-R1 (DeepSeek-V3 shape: MLA, 8 routed experts): model, 4,388-format pickle of three families, prompts.")
+tiny_llama405 = _tiny_fixture("tiny_llama405", "llama3_1_405b", "The tiny Llama3.1-405B (Llama shape): model, 8,313-format pickle of the three metrics, prompts.")
 tiny_dlrm = _tiny_fixture("tiny_dlrm", "dlrm_v2", "The tiny DLRM-v2: DCNv2 model, synthetic multi-hot Criteo day-23 set and query trace.")
 
 

@@ -159,3 +159,25 @@ def test_real_data_from_r2_checked_then_a_bad_pickle_refused(mirror, tmp_path, m
         dsd.download_data(tmp_path / "local", data_dir=str(tmp_path / "bad.pkl"), log=lambda *a: None)
     assert not (tmp_path / "local" / dsd.DATASET_PKL).exists()
     assert len(dsd.checkpoint_md5()) == 174 and dsd.checkpoint_md5()["config.json"] == "0c764135b735bcc9b196ec4353aadb8c"
+
+
+def test_llm_server_commands_of_the_h200_block(tiny_deepseek, monkeypatch):
+    """make run_llm_server on an 8xH200 (faked): one instance over all eight GPUs, tensor parallel 8 with the
+    experts spread over them, fp8, in each serving engine's own words."""
+    from code.common.benchmarks import implementation
+    from code.common.llm import servers
+    from code.main import plan
+
+    gpu = {"name": "NVIDIA H200", "pci_id": "0x233510DE", "memory_mb": 143771}
+    monkeypatch.setenv("MLPERF_FAKE_SYSTEM", json.dumps({"gpus": [gpu] * 8}))
+    s = plan(["--action=run_llm_server", *DS])[1][0]    # one per scenario
+    assert s.system_id == "H200-SXM-141GBx8"
+    b = implementation(s.spec)(s)
+    [spec] = b.worker_specs(str(b.checkpoint), local=True)
+    assert spec.gpus == tuple(range(8)) and spec.tensor_parallel_size == 8 and spec.expert_parallel_size == 8
+    argv = {e: " ".join(servers.command(e, spec, port=8000, host="127.0.0.1", served="deepseek-r1").argv)
+            for e in ("vllm", "sglang", "trtllm")}
+    assert "--tensor-parallel-size 8" in argv["vllm"] and "--enable-expert-parallel" in argv["vllm"]
+    assert "--quantization fp8" in argv["vllm"] and "--max-num-seqs 512" in argv["vllm"]
+    assert "--tp-size 8" in argv["sglang"] and "--ep-size 8" in argv["sglang"]
+    assert "--tp_size 8" in argv["trtllm"] and "--ep_size 8" in argv["trtllm"]

@@ -469,7 +469,9 @@ def test_llama31_pins():
     from code.llama3_1_8b import download as l31
 
     assert len(l31.MEMBERS_MD5) == 18 and len(l31.MODEL_REVISION) == 40
-    used = [p for _, p in l31._members_files()]
+    from code.common.llm import download as dl
+
+    used = [p for _, p in dl.members_files(l31.MEMBERS_MD5, l31.MODEL_FILES)]
     assert "original/consolidated.00.pth" not in used and "model-00004-of-00004.safetensors" in used
     assert {c: (n, s) for c, (_, n, _, s) in l31.DATASETS.items()} == {
         "datacenter": ("cnn_eval.json", 13368), "edge": ("sample_cnn_eval_5000.json", 5000)}

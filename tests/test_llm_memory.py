@@ -11,7 +11,7 @@ from code.common.errors import HarnessError
 from code.common.llm import memory
 from tests.conftest import run_main
 
-LLMS = ("llama2_70b", "gptj", "mixtral_8x7b", "llama3_1_8b", "deepseek_r1")
+LLMS = ("llama2_70b", "gptj", "mixtral_8x7b", "llama3_1_8b", "deepseek_r1", "llama3_1_405b")
 
 
 def _settings(*args):

@@ -106,18 +106,14 @@ def check_dataset(path: Path, fix: str = FIX_DATA, name: str | None = None, samp
 
 
 def check_calibration(path: Path, fix: str = FIX_DATA, name: str | None = None):
-    """The calibration pickle: a non-empty DataFrame with ``text_input`` (its md5 is what pins it)."""
-    df = read_dataframe(Path(path), fix, ("text_input",), name or Path(path).name)
-    if len(df) == 0:
-        raise MissingDataError(f"{name or Path(path).name} holds no rows", fix)
-    return df
+    """The calibration pickle: a non-empty DataFrame with the columns the harness reads (its md5 pins it)."""
+    return dl.nonempty_frame(path, fix, name, ("text_input",))
 
 
 def files(include_calibration: bool) -> list[dl.DataFile]:
-    out = [dl.DataFile(DATASET_PKL, DATA_URI, DATASET_MD5, check_dataset)]
-    if include_calibration:
-        out.append(dl.DataFile(CALIBRATION_PKL, DATA_URI, CALIBRATION_MD5, check_calibration, main=False))
-    return out
+    return dl.with_calibration(dl.DataFile(DATASET_PKL, DATA_URI, DATASET_MD5, check_dataset),
+                               dl.DataFile(CALIBRATION_PKL, DATA_URI, CALIBRATION_MD5, check_calibration),
+                               include_calibration)
 
 
 def download_data(dest_dir: Path, data_dir: str | None = None, log=print, include_calibration: bool = False) -> Path:

@@ -16,7 +16,6 @@ is verified offline against the md5 list pinned below.
 from __future__ import annotations
 
 import shutil
-from fnmatch import fnmatch
 from pathlib import Path
 
 from code.common import fileio
@@ -212,31 +211,13 @@ def _members_fix(dest: Path) -> str:
             f"_r2-downloader --outdirname={dest} -j`), then {FIX_MODEL} verifies and uses that folder")
 
 
-def _members_files() -> list[tuple[str, str]]:
-    return sorted((m, p) for p, m in MEMBERS_MD5.items() if any(fnmatch(p, pat) for pat in MODEL_FILES))
-
-
-def _verify_members_copy(dest: Path, log) -> dict:
-    """A folder filled by the official R2 script: the files we use, checked against the pinned md5
-    list (the list the script left must agree with the pins)."""
-    listing = dest / MEMBERS_LIST
-    listed = {p: m for m, p in dl.parse_md5_list(listing.read_text(), str(listing))}
-    need = _members_files()
-    for m, p in need:
-        if p in listed and listed[p] != m:
-            raise HarnessError(f"{listing} gives md5 {listed[p]} for {p}, but this harness pins {m}",
-                               "MLCommons changed the model: check the benchmark README and update the pin", 3)
-    dl.verify_md5_list(dest, need, f"re-run {dl.r2_command(MEMBERS_URI, dest)} to resume, then {FIX_MODEL}")
-    log(f"{TAG} {len(need)} files verified against the pinned {MEMBERS_LIST} (MLCommons R2 copy)")
-    return {"source": "mlcommons-r2 (members)", "uri": MEMBERS_URI, "verified_md5": {p: m for m, p in need}}
-
-
 def download_model(dest: Path, log=print) -> Path:
     """meta-llama/Llama-3.1-8B-Instruct at MODEL_REVISION (safetensors, ~16 GB) into ``dest`` via
     hf_snapshot (every file checked against the Hub's sha256 / blob id, the commit recorded); or,
     when ``dest`` holds the members-only MLCommons R2 copy (its llama3-1-8b-instruct.md5 list),
     that copy verified against MEMBERS_MD5. ``dest/download.json`` is written last, once the
     folder checks (model_type llama, every shard, a tokenizer). A complete folder is reused."""
+    verify = dl.members_verifier(MEMBERS_LIST, MEMBERS_MD5, MODEL_FILES, MEMBERS_URI, FIX_MODEL, TAG)
     return dl.gated_model(dest, repo=MODEL_REPO, files=MODEL_FILES, revision=MODEL_REVISION, complete=COMPLETE,
-                          members_list=MEMBERS_LIST, verify_members=_verify_members_copy, check=check_model,
+                          members_list=MEMBERS_LIST, verify_members=verify, check=check_model,
                           members_fix=_members_fix, fix=FIX_MODEL, tag=TAG, log=log)

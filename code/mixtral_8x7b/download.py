@@ -177,22 +177,16 @@ def check_dataset(path: Path, fix: str = FIX_DATA, name: str | None = None):
 
 
 def check_calibration(path: Path, fix: str = FIX_DATA, name: str | None = None):
-    """The calibration pickle: a non-empty DataFrame with CALIBRATION_COLUMNS (its md5 is what pins it;
-    MLCommons does not document its row count). Returns the DataFrame."""
-    path = Path(path)
-    name = name or path.name
-    df = read_dataframe(path, fix, CALIBRATION_COLUMNS, name)
-    if len(df) == 0:
-        raise MissingDataError(f"{name} holds no rows", fix)
-    _check_tokens(df, name, fix)
+    """The calibration pickle: a non-empty DataFrame with the columns the harness reads (its md5 pins it)."""
+    df = dl.nonempty_frame(path, fix, name, CALIBRATION_COLUMNS)
+    _check_tokens(df, name or Path(path).name, fix)
     return df
 
 
 def files(include_calibration: bool) -> list[dl.DataFile]:
-    out = [dl.DataFile(DATASET_PKL, DATASET_URI, DATASET_MD5, check_dataset)]
-    if include_calibration:
-        out.append(dl.DataFile(CALIBRATION_PKL, CALIBRATION_URI, CALIBRATION_MD5, check_calibration, main=False))
-    return out
+    return dl.with_calibration(dl.DataFile(DATASET_PKL, DATASET_URI, DATASET_MD5, check_dataset),
+                               dl.DataFile(CALIBRATION_PKL, CALIBRATION_URI, CALIBRATION_MD5, check_calibration),
+                               include_calibration)
 
 
 def download_data(dest_dir: Path, data_dir: str | None = None, log=print, include_calibration: bool = False) -> Path:

@@ -167,7 +167,9 @@ def r2_download(uri_url: str, dest_dir: Path, log=print, *, include: Callable[[s
     fix = f"re-run to resume, or download with {r2_command(uri_url, dest_dir)}"
     out = []
     for i, (md5, path) in enumerate(entries, 1):
-        url = f"{base}/{urllib.parse.quote(path, safe='/')}"
+        # a .uri may name the file itself rather than its folder (llama3-1-405b-dataset-8313.uri)
+        url = base if len(entries) == 1 and base.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1] \
+            else f"{base}/{urllib.parse.quote(path, safe='/')}"
         dest = dest_dir / path
         fileio.download(url, dest, md5=md5, fix=fix)
         log(f"[r2] {i}/{len(entries)} {path}: md5 {md5} ok")
@@ -569,6 +571,21 @@ class DataFile(NamedTuple):
     main: bool = True
 
 
+def with_calibration(dataset: DataFile, calibration: DataFile, include: bool) -> list[DataFile]:
+    """The files a download_data fetches: the evaluation set, and the calibration set (never the main file) when
+    asked for."""
+    return [dataset, calibration._replace(main=False)] if include else [dataset]
+
+
+def nonempty_frame(path: Path, fix: str, name: str | None, columns: Sequence[str]):
+    """A pickled DataFrame with ``columns`` and at least one row (a calibration set: its md5 is what pins it)."""
+    name = name or Path(path).name
+    df = fileio.read_dataframe(Path(path), fix, tuple(columns), name)
+    if len(df) == 0:
+        raise MissingDataError(f"{name} holds no rows", fix)
+    return df
+
+
 def local_data_file(data_dir: str, name: str, main: bool, subfolders: Sequence[str] = ()) -> Path | None:
     """Where ``--data_dir`` holds ``name``: the folder itself or one of its ``subfolders``; a file given as
     ``--data_dir`` is taken for the main file whatever its name (its md5 decides)."""
@@ -625,6 +642,33 @@ def data_files(dest_dir: Path, files: Sequence[DataFile], data_dir: str | None, 
 
 
 # --- gated Hugging Face models with a members-only R2 copy (Llama2-70B, Llama3.1-8B) ----------------
+
+def members_files(pins: dict[str, str], patterns: Sequence[str]) -> list[tuple[str, str]]:
+    """[(md5, path)] of the pinned files matching ``patterns`` (the ones a harness loads)."""
+    from fnmatch import fnmatch
+
+    return sorted((m, p) for p, m in pins.items() if any(fnmatch(p, pat) for pat in patterns))
+
+
+def members_verifier(list_name: str, pins: dict[str, str], patterns: Sequence[str], uri: str, fix: str, tag: str
+                      ) -> Callable[[Path, Callable], dict]:
+    """For gated_model: a folder filled by the official R2 script from a members-only bucket, verified. The files
+    matching ``patterns`` are checked against the pinned ``pins`` ({path: md5}); the list the script left
+    (``list_name``) must agree with the pins."""
+    need = members_files(pins, patterns)
+
+    def verify(dest: Path, log=print) -> dict:
+        listing = Path(dest) / list_name
+        listed = {p: m for m, p in parse_md5_list(listing.read_text(), str(listing))}
+        for m, p in need:
+            if p in listed and listed[p] != m:
+                raise HarnessError(f"{listing} gives md5 {listed[p]} for {p}, but this harness pins {m}",
+                                   "MLCommons changed the model: check the benchmark README and update the pin", 3)
+        verify_md5_list(Path(dest), need, f"re-run {r2_command(uri, dest)} to resume, then {fix}")
+        log(f"{tag} {len(need)} files verified against the pinned {list_name} (MLCommons R2 copy)")
+        return {"source": "mlcommons-r2 (members)", "uri": uri, "verified_md5": {p: m for m, p in need}}
+    return verify
+
 
 def gated_model(dest: Path, *, repo: str, files: Sequence[str], revision: str | None, complete: str,
                 members_list: str, verify_members: Callable[[Path, Callable], dict], check: Callable[[Path], object],

@@ -110,6 +110,16 @@ _V50 = {
                           up=("TOKENS_PER_SAMPLE", 145.9 * 1.1)),
 }
 
+# Llama3.1-405B (v5.0 to v6.0): v5.0 requires Server + Offline and has no audit; v5.1 on, Offline plus one of
+# Interactive or Server, audited by TEST06.
+_405B_ACC = dict(size=8313, psc=8313, result_field=TOKENS,
+                 acc=("ROUGEL", 21.6666 * 0.99, "exact_match", 90.1335 * 0.99, "TOKENS_PER_SAMPLE", 684.68 * 0.9),
+                 up=("TOKENS_PER_SAMPLE", 684.68 * 1.1))
+_V50["llama3.1-405b"] = entry("llama3.1-405b", "llama3_1_405b", "llama3_1-405b", dc=(SRV, OFF), both=(SRV, OFF),
+                              **_405B_ACC)
+LLAMA31_405B = entry("llama3.1-405b", "llama3_1_405b", "llama3_1-405b", dc=(OFF,), both=(OFF,),
+                     optional_scenarios=("Interactive", SRV), tests=("TEST06",), **_405B_ACC)
+
 V5_0 = Round(version="v5.0", loadgen_versions=("5.0.0", "5.0.21"), seeds=SEEDS_V50,
              audit_accuracy_log_rng_seed=AUDIT_ACCURACY_LOG_RNG_SEED, min_duration_ms=MIN_DURATION_MS,
              benchmarks=_V50, src_dir="code", results_hold_compliance=False)
@@ -141,6 +151,7 @@ DEEPSEEK_R1 = entry("deepseek-r1", "deepseek_r1", "deepseek-r1", dc=(SRV, OFF), 
 _V51 = {
     **edit(_V50, "resnet", datacenter_scenarios=()),
     "deepseek-r1": DEEPSEEK_R1,
+    "llama3.1-405b": LLAMA31_405B,
     **{n: _V50[n] for n in ("retinanet", "bert-99", "bert-99.9", "dlrm-v2-99", "dlrm-v2-99.9",
                             "3d-unet-99", "3d-unet-99.9")},
     **LLAMA31_8B,

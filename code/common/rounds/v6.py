@@ -4,7 +4,7 @@ b66003e10e2db4b8c36a448b0545ec90fcc6e9e9 ("Require only one of server or interac
 2026-08-20). ``v5.py`` (v5.0, v5.1) is read from the same commit; it says which constant each field
 comes from. ``tests/test_rounds_official.py`` compares both files with a checkout.
 
-Only the harness's benchmarks are listed (rgat, llama3.1-405b, whisper, gpt-oss-120b,
+Only the harness's benchmarks are listed (rgat, whisper, gpt-oss-120b,
 qwen3-vl, wan-2.2, dlrm-v3, yolo, e2e-rag, pointpainting are not). The scenario tuples hold the
 required scenarios; the checker's *optional* ones ("one of Interactive or Server" for the datacenter
 LLMs since v5.1, ``optional-scenarios-datacenter``) are ``RoundBenchmark.optional_scenarios``.
@@ -33,6 +33,7 @@ _V60 = {
                             "llama3.1-8b-edge", "llama2-70b-99", "llama2-70b-99.9")},
     "stable-diffusion-xl": sdxl(("1311", "2476", "3644", "2188", "4114", "52", "388", "1195", "3427", "2289")),
     "mixtral-8x7b": _V51["mixtral-8x7b"],
+    "llama3.1-405b": _V51["llama3.1-405b"],
     **edit(_V51, "deepseek-r1", datacenter_scenarios=(OFF,), both_scenarios=(OFF,),
            optional_scenarios=("Interactive", SRV)),
 }
@@ -42,7 +43,7 @@ V6_0 = Round(version="v6.0", loadgen_versions=("6.0.5", "6.0.15"), seeds=SEEDS_V
              benchmarks=_V60, src_dir="src", results_hold_compliance=True)
 
 # ---------------------------------------------------------------------------------------------- v6.1
-# RetinaNet, Mixtral and llama2-70b-99 leave (llama2-70b-99.9 stays, without a -99 twin).
+# RetinaNet, Mixtral, Llama3.1-405B and llama2-70b-99 leave (llama2-70b-99.9 stays, without a -99 twin).
 V6_1 = Round(
     version="v6.1",
     loadgen_versions=("6.0.16", ""),

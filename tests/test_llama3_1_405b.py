@@ -1,0 +1,160 @@
+"""Llama3.1-405B (issue 30) end to end on its tiny variant (transformers backend): token identity with plain
+``model.generate`` at batch 1, the three per-row metrics scored as the reference's evaluate-accuracy.py scores the same
+log (run from the shared official tree), the needle and QA rules against the script's own functions on seeded texts,
+Interactive under its LoadGen model name, the round entries, and the real data path (a .uri that names the file
+itself) against a local mirror."""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import official_root, run_main
+from tests.test_llm_harness import generate_reference, one, tokens_of
+
+L405 = ("--benchmarks=llama3.1-405b", "--model_variant=tiny", "--round=v6.0")
+
+
+@pytest.fixture(scope="module")
+def l405(tiny_llama405, tmp_path_factory):
+    root = tmp_path_factory.mktemp("llama405_runs")
+    run_main("--action=run_harness", *L405, "--scenarios=Offline", "--test_mode=AccuracyOnly", "--gpu_batch_size=1",
+             f"--log_dir={root / 'acc'}", env=tiny_llama405, check=True)
+    return {"root": root, "env": tiny_llama405, "acc": one(root / "acc")}
+
+
+def test_batch1_is_token_identical_to_generate_with_every_metric(l405):
+    ref = generate_reference(l405["env"], "llama3_1_405b")
+    m = l405["acc"]
+    got = tokens_of(m["log_dir"])
+    assert len(got) == len(ref) == 30 and all(got[i] == ref[i] for i in range(30))
+    acc = m["accuracy"]
+    assert acc["passed"], acc["text"]
+    for k in ("rougeL", "exact_match", "tokens_per_sample", "gen_len", "gen_tok_len"):
+        assert f"{acc['metrics'][k]:.6g}" == f"{acc['generate_metrics'][k]:.6g}", k
+    assert acc["metrics"]["rougeL"] > 10 and 10 < acc["metrics"]["exact_match"] < 90      # both move with every token
+    assert (Path(m["log_dir"]) / "accuracy.txt").read_text().startswith("{'rougeL': ")
+
+
+def test_official_evaluate_accuracy_scores_the_same_log(l405, tmp_path):
+    """evaluate-accuracy.py on the run's own log: rougeL, exact_match, gen_len, gen_num, gen_tok_len and
+    tokens_per_sample to 4 significant digits (both sides split sentences with the same punkt_tab)."""
+    from tests.test_reference_rouge import four_digits as sig4, official_env, run_official
+
+    root = official_root("language", "llama3.1-405b")
+    scratch = Path(l405["env"]["MLPERF_SCRATCH_PATH"])
+    env = official_env(tmp_path, scratch / "nltk_data" / "tiny", root)
+    out = run_official([str(root / "evaluate-accuracy.py"),
+                        "--checkpoint-path", str(scratch / "models" / "llama3_1_405b" / "tiny" / "checkpoint"),
+                        "--mlperf-accuracy-file", str(Path(l405["acc"]["log_dir"]) / "mlperf_log_accuracy.json"),
+                        "--dataset-file", str(scratch / "data" / "llama3_1_405b" / "tiny"
+                                              / "mlperf_llama3.1_405b_dataset_8313_processed_fp16_eval.pkl"),
+                        "--dtype", "int32"], tmp_path, env)
+    import ast
+    import re
+
+    line = [ln for ln in out.splitlines() if ln.startswith("{") and "tokens_per_sample" in ln][-1]
+    theirs = ast.literal_eval(re.sub(r"np\.\w+\(([^)]*)\)", r"\1", line))
+    ours = l405["acc"]["accuracy"]["metrics"]
+    keys = ("rougeL", "exact_match", "gen_len", "gen_num", "gen_tok_len", "tokens_per_sample")
+    print("FIGURE llama3_1_405b run log, official: " + ", ".join(f"{k} {sig4(theirs[k])}" for k in keys)
+          + " | ours: " + ", ".join(f"{k} {sig4(ours[k])}" for k in keys))
+    for k in keys:
+        assert sig4(theirs[k]) == sig4(ours[k]), (k, theirs[k], ours[k])
+
+
+DRIVER = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("official_eval", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+json.dump([getattr(mod, m)(label, pred)["exact_match"] for m, label, pred in json.load(open(sys.argv[2]))],
+          open(sys.argv[3], "w"))
+"""
+
+
+def test_needle_and_qa_rules_equal_the_official_functions(tmp_path):
+    """niah_em and qa_em of code.llama3_1_405b.accuracy against the script's own niah_em / qa_em on seeded texts:
+    UUIDs whole, altered, missing, extra, in other orders; answers with and without "Answer: ", alternatives."""
+    from code.llama3_1_405b import accuracy
+    from tests.conftest import run_official
+
+    rng = random.Random(20261205)
+    ids = ["0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "deadbeef-0000-1111-2222-333344445555",
+           "12345678-aaaa-bbbb-cccc-1234567890ab"]
+    def alter(u):
+        i = rng.randrange(len(u))
+        return u[:i] + rng.choice("xyz019") + u[i + 1:]
+    cases = []
+    for _ in range(150):
+        label = " ".join(rng.sample(ids, rng.randint(1, 3)))
+        pred = " ".join(rng.choice([u, alter(u), "no uuid here"]) for u in rng.sample(ids, rng.randint(0, 3)))
+        cases.append(["niah_em", label, pred])
+    words = ["Paris", "paris", "New York", "newyork", "42", "the answer", "Blue|Red", "red"]
+    for _ in range(150):
+        label = "|".join(rng.sample(words, rng.randint(1, 3)))
+        pred = rng.choice(["", "Answer: ", "I think. Answer: ", "Answer: x Answer: "]) + rng.choice(words + ["  New  york "])
+        cases.append(["qa_em", label, pred])
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    (tmp_path / "driver.py").write_text(DRIVER)
+    script = official_root("language", "llama3.1-405b", "evaluate-accuracy.py")
+    run_official([tmp_path / "driver.py", script, tmp_path / "cases.json", tmp_path / "out.json"], cwd=tmp_path)
+    official = json.loads((tmp_path / "out.json").read_text())
+    ours = [getattr(accuracy, m)(label, pred) for m, label, pred in cases]
+    diff = [(c, o, t) for c, o, t in zip(cases, official, ours) if o != t]
+    assert not diff, f"{len(diff)} of {len(cases)} differ, e.g. {diff[:3]}"
+    assert len({round(x) for x in ours[:150]}) > 3 and {0.0, 100.0} <= set(ours[150:])
+
+
+def test_interactive_named_and_round_entries(l405):
+    from code.common.rounds import ROUNDS
+
+    root = l405["root"] / "interactive"
+    run_main("--action=run_harness", *L405, "--scenarios=Interactive", "--server_target_qps=2",
+             "--performance_sample_count=30", "--min_query_count=32", "--min_duration=500", f"--log_dir={root}",
+             env=l405["env"], check=True)
+    i = one(root)
+    assert i["loadgen_model"] == "llama3_1-405b-interactive"
+    assert i["tokens"]["ttft_limit_ns"] == 300_000_000 and i["tokens"]["tpot_limit_ns"] == 60_000_000
+    assert i["valid"] or any("early stopping" in w for w in i["invalid_reasons"]), i["invalid_reasons"]
+    v50, v51, v60 = (ROUNDS[v].benchmarks["llama3.1-405b"] for v in ("v5.0", "v5.1", "v6.0"))
+    assert v50.required_scenarios("datacenter") == ("Server", "Offline") and v50.compliance_tests == ()
+    assert v60.required_scenarios("datacenter") == ("Offline",) and v60.optional("datacenter") == ("Interactive", "Server")
+    assert v51 == v60 and v60.compliance_tests == ("TEST06",) and "llama3.1-405b" not in ROUNDS["v6.1"].benchmarks
+    assert v60.accuracy_min == {"ROUGEL": 21.6666 * 0.99, "exact_match": 90.1335 * 0.99, "TOKENS_PER_SAMPLE": 684.68 * 0.9}
+
+
+def md5(b: bytes) -> str:
+    return hashlib.md5(b).hexdigest()
+
+
+def test_real_data_from_r2_where_the_uri_names_the_file(mirror, tmp_path, monkeypatch):
+    import pandas as pd
+
+    from code.common.errors import HarnessError
+    from code.llama3_1_405b import download as d405
+
+    rows = [{"tok_input": [1, 2, 3], "gt_output": "x", "metric": m} for m in ("rouge", "niah_em", "qa_em")]
+    pd.DataFrame(rows).to_pickle(tmp_path / "v.pkl")
+    good = (tmp_path / "v.pkl").read_bytes()
+    url = f"{d405.DATA_BASE}/{d405.DATASET_PKL}"
+    mirror.add_r2(d405.DATASET_URI, url, {d405.DATASET_PKL: good})     # the .uri holds the file's own URL,
+    mirror.routes["/" + url.split("://", 1)[1]] = good                  # where the file is
+    monkeypatch.setattr(d405, "DATASET_MD5", md5(good))
+    monkeypatch.setattr(d405, "SAMPLES", 3)
+    dest = tmp_path / "data"
+    assert d405.download_data(dest, log=lambda *a: None).read_bytes() == good
+    assert json.loads((dest / "download.json").read_text())["files"][d405.DATASET_PKL]["source"] == "mlcommons-r2"
+    rows[1]["metric"] = "bleu"
+    pd.DataFrame(rows).to_pickle(tmp_path / "bad.pkl")
+    bad = (tmp_path / "bad.pkl").read_bytes()
+    monkeypatch.setattr(d405, "DATASET_MD5", md5(bad))
+    with pytest.raises(HarnessError, match="row 1: metric 'bleu' is none of"):
+        d405.download_data(tmp_path / "local", data_dir=str(tmp_path / "bad.pkl"), log=lambda *a: None)
+    assert not (tmp_path / "local" / d405.DATASET_PKL).exists()
+    pins = d405.members_md5()
+    assert len(pins) == 203 and pins["config.json"] == "df8b2e9d39c144f11a071344f439399a"
+    assert not any(p.startswith("original/") for p in pins)
