@@ -181,3 +181,21 @@ def test_llm_server_commands_of_the_h200_block(tiny_deepseek, monkeypatch):
     assert "--quantization fp8" in argv["vllm"] and "--max-num-seqs 512" in argv["vllm"]
     assert "--tp-size 8" in argv["sglang"] and "--ep-size 8" in argv["sglang"]
     assert "--tp_size 8" in argv["trtllm"] and "--ep_size 8" in argv["trtllm"]
+
+
+def test_real_checkpoint_from_r2_every_pinned_file_verified_then_reused(mirror, tmp_path, monkeypatch):
+    from code.deepseek_r1 import download as dsd
+    from tests.test_llm_downloads_moe_llama31 import hf_folder
+
+    files = hf_folder(None, "deepseek_v3")
+    base = "https://inference.mlcommons-storage.org/deepseek_r1/models/DeepSeek-R1"
+    mirror.add_r2(dsd.CHECKPOINT_URI, base, {**files, "figures/benchmark.jpg": b"unpinned"})
+    monkeypatch.setattr(dsd, "checkpoint_md5", lambda: {p: md5(b) for p, b in files.items()})
+    dest = tmp_path / "model"
+    dsd.download_model(dest, log=lambda *a: None)
+    assert all((dest / p).read_bytes() == b for p, b in files.items()) and not (dest / "figures").exists()
+    rec = json.loads((dest / dsd.COMPLETE).read_text())
+    assert rec["source"] == "mlcommons-r2" and rec["model_type"] == "deepseek_v3" and rec["files"] == len(files)
+    n = len(mirror.hits)
+    dsd.download_model(dest, log=lambda *a: None)                 # complete: nothing fetched
+    assert len(mirror.hits) == n

@@ -158,3 +158,24 @@ def test_real_data_from_r2_where_the_uri_names_the_file(mirror, tmp_path, monkey
     pins = d405.members_md5()
     assert len(pins) == 203 and pins["config.json"] == "df8b2e9d39c144f11a071344f439399a"
     assert not any(p.startswith("original/") for p in pins)
+
+
+def test_members_r2_copy_verified_against_the_pinned_list(tmp_path, monkeypatch):
+    """A folder the official script filled from the members' bucket: its files checked against the pins, a file
+    that differs refused in one line with the command that resumes."""
+    from code.common.errors import HarnessError
+    from code.llama3_1_405b import download as d405
+    from tests.test_llm_downloads_moe_llama31 import hf_folder
+
+    dest = tmp_path / "model"
+    files = hf_folder(dest, "llama")
+    pins = {p: md5(b) for p, b in files.items()}
+    (dest / d405.MEMBERS_LIST).write_text("".join(f"{m}  {p}\n" for p, m in pins.items()))
+    monkeypatch.setattr(d405, "members_md5", lambda: pins)
+    d405.download_model(dest, log=lambda *a: None)
+    assert json.loads((dest / d405.COMPLETE).read_text())["source"] == "mlcommons-r2 (members)"
+    (dest / d405.COMPLETE).unlink()
+    (dest / "config.json").write_text('{"model_type": "llama", "x": 1}')
+    with pytest.raises(HarnessError) as e:
+        d405.download_model(dest, log=lambda *a: None)
+    assert "config.json" in e.value.cause and "md5" in e.value.cause and "mlc-r2-downloader" in e.value.fix

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from code.common import fileio
-from code.common.errors import HarnessError, MissingDataError
+from code.common.errors import MissingDataError
 from code.common.fileio import read_dataframe
 from code.common.llm import download as dl
 from code.deepseek_r1.dataset import CALIBRATION_PKL, DATASET_PKL, truth_column
@@ -59,27 +58,12 @@ def download_model(dest: Path, log=print) -> Path:
     there is reused when its md5 matches, an interrupted one resumes), then checked as a loadable folder;
     ``dest/download.json`` is written last. When the R2 metadata cannot be fetched but ``dest`` already holds
     every file (filled by the official script), they are verified offline against the pinned md5s instead."""
-    dest = Path(dest)
-    if dl.reuse_complete(dest, COMPLETE, check_checkpoint, f"{TAG} checkpoint", log):
-        return dest
     pins = checkpoint_md5()
-    entries = sorted((m, p) for p, m in pins.items())
-    try:
-        dl.r2_download(CHECKPOINT_URI, dest, log=log, include=lambda p: p in pins, expect_md5=pins)
-        source = "mlcommons-r2"
-    except HarnessError as e:
-        if not (dl.metadata_unreachable(e) and all((dest / p).is_file() for _, p in entries)):
-            raise
-        log(f"{TAG} R2 metadata unreachable ({e.cause}); verifying the {len(entries)} files in {dest} offline")
-        dl.verify_md5_list(dest, entries, f"delete the bad file, then {FIX_MODEL} (online)")
-        source = "local folder, verified against the pinned MLCommons md5 list"
-    cfg = check_checkpoint(dest)
-    fileio.write_json(dest / COMPLETE, {
-        "source": source, "uri": CHECKPOINT_URI, "files": len(entries), "md5_list": CHECKPOINT_LIST.name,
-        "model_type": cfg.get("model_type"), "n_routed_experts": cfg.get("n_routed_experts"),
-        "quantization": (cfg.get("quantization_config") or {}).get("quant_method")})
-    log(f"{TAG} checkpoint ({len(entries)} files, md5-verified) -> {dest}")
-    return dest
+    return dl.r2_checkpoint(dest, CHECKPOINT_URI, pins, check=check_checkpoint, record=COMPLETE, fix=FIX_MODEL, tag=TAG,
+                            log=log, describe=lambda cfg: {
+                                "files": len(pins), "md5_list": CHECKPOINT_LIST.name, "model_type": cfg.get("model_type"),
+                                "n_routed_experts": cfg.get("n_routed_experts"),
+                                "quantization": (cfg.get("quantization_config") or {}).get("quant_method")})
 
 
 # --- data ------------------------------------------------------------------------------------------

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from code.common import fileio
 from code.common.fileio import read_dataframe
-from code.common.errors import HarnessError, MissingDataError
+from code.common.errors import MissingDataError
 from code.common.llm import download as dl
 
 BENCHMARK = "mixtral-8x7b"
@@ -110,26 +109,11 @@ def download_model(dest: Path, log=print) -> Path:
     A folder whose record exists and checks is reused. When the R2 metadata cannot be fetched but
     ``dest`` already holds every file (e.g. filled by the official script), they are verified
     offline against the pinned md5s instead."""
-    dest = Path(dest)
-    if dl.reuse_complete(dest, COMPLETE, check_checkpoint, f"{TAG} checkpoint", log):
-        return dest
-    pins = sorted((m, p) for p, m in CHECKPOINT_MD5.items())
-    try:
-        dl.r2_download(CHECKPOINT_URI, dest, log=log, include=lambda p: p in CHECKPOINT_MD5, expect_md5=CHECKPOINT_MD5)
-        source = "mlcommons-r2"
-    except HarnessError as e:
-        if not (dl.metadata_unreachable(e) and all((dest / p).is_file() for _, p in pins)):
-            raise
-        log(f"{TAG} R2 metadata unreachable ({e.cause}); verifying the {len(pins)} files in {dest} offline")
-        dl.verify_md5_list(dest, pins, f"delete the bad file, then {FIX_MODEL} (online)")
-        source = "local folder, verified against the pinned MLCommons md5 list"
-    cfg = check_checkpoint(dest)
-    fileio.write_json(dest / COMPLETE, {
-        "source": source, "uri": CHECKPOINT_URI, "files_md5": dict(sorted(CHECKPOINT_MD5.items())),
-        "model_type": cfg.get("model_type"), "torch_dtype": cfg.get("torch_dtype", cfg.get("dtype")),
-        "num_local_experts": cfg.get("num_local_experts")})
-    log(f"{TAG} checkpoint ({len(pins)} files, md5-verified) -> {dest}")
-    return dest
+    return dl.r2_checkpoint(dest, CHECKPOINT_URI, CHECKPOINT_MD5, check=check_checkpoint, record=COMPLETE, fix=FIX_MODEL,
+                            tag=TAG, log=log, describe=lambda cfg: {
+                                "files_md5": dict(sorted(CHECKPOINT_MD5.items())), "model_type": cfg.get("model_type"),
+                                "torch_dtype": cfg.get("torch_dtype", cfg.get("dtype")),
+                                "num_local_experts": cfg.get("num_local_experts")})
 
 
 # --- data ------------------------------------------------------------------------------------------

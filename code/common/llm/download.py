@@ -643,6 +643,32 @@ def data_files(dest_dir: Path, files: Sequence[DataFile], data_dir: str | None, 
 
 # --- gated Hugging Face models with a members-only R2 copy (Llama2-70B, Llama3.1-8B) ----------------
 
+def r2_checkpoint(dest: Path, uri: str, pins: dict[str, str], *, check: Callable[[Path], dict], record: str,
+                  describe: Callable[[dict], dict], fix: str, tag: str, log=print) -> Path:
+    """A public MLCommons R2 checkpoint into ``dest``: every file of ``pins`` ({path: md5}) from R2 (a file already
+    there is reused when its md5 matches, an interrupted one resumes), then ``check(dest)`` (returns the config);
+    ``dest/record`` is written last with ``describe(config)``. A folder whose record exists and checks is reused.
+    When the R2 metadata cannot be fetched but ``dest`` already holds every file (e.g. filled by the official
+    script), they are verified offline against the pins instead."""
+    dest = Path(dest)
+    if reuse_complete(dest, record, check, f"{tag} checkpoint", log):
+        return dest
+    entries = sorted((m, p) for p, m in pins.items())
+    try:
+        r2_download(uri, dest, log=log, include=lambda p: p in pins, expect_md5=pins)
+        source = "mlcommons-r2"
+    except HarnessError as e:
+        if not (metadata_unreachable(e) and all((dest / p).is_file() for _, p in entries)):
+            raise
+        log(f"{tag} R2 metadata unreachable ({e.cause}); verifying the {len(entries)} files in {dest} offline")
+        verify_md5_list(dest, entries, f"delete the bad file, then {fix} (online)")
+        source = "local folder, verified against the pinned MLCommons md5 list"
+    cfg = check(dest)
+    fileio.write_json(dest / record, {"source": source, "uri": uri, **describe(cfg)})
+    log(f"{tag} checkpoint ({len(entries)} files, md5-verified) -> {dest}")
+    return dest
+
+
 def members_files(pins: dict[str, str], patterns: Sequence[str]) -> list[tuple[str, str]]:
     """[(md5, path)] of the pinned files matching ``patterns`` (the ones a harness loads)."""
     from fnmatch import fnmatch
