@@ -35,7 +35,10 @@ $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
 	@if [ "$$(cat $(STAMP) 2>/dev/null)" != "$(REQ_SHA)" ]; then \
 	  echo "[venv] installing requirements.txt into $(VENV)"; \
-	  $(PY) -m pip install -q --disable-pip-version-check -r requirements.txt && echo "$(REQ_SHA)" > $(STAMP); \
+	  $(PY) -m pip install -q --disable-pip-version-check -r requirements.txt \
+	  || { echo "[venv] install failed; once more without pip's cache (a download cut short or corrupted in transit fails its hash)"; \
+	       $(PY) -m pip install -q --disable-pip-version-check --no-cache-dir -r requirements.txt; } \
+	  && echo "$(REQ_SHA)" > $(STAMP); \
 	fi
 
 # DOCKER=1: build the image and start a container (code.common.docker; DRY_RUN=1 prints the docker commands).

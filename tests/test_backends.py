@@ -418,3 +418,14 @@ def test_pytorch_from_onnx_with_shared_initializers(tmp_path):
     with torch.no_grad():
         ref = net(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(be.load(str(tmp_path / "shared.pt2"), spec).infer({"x": x})["y"], ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("setting,workers,shared,spins", [
+    ("auto", 1, "", True), ("auto", 2, "", False), ("auto", 1, "1", False), ("on", 2, "1", True), ("off", 1, "", False)])
+def test_cpu_spin_wait_auto_spins_only_on_cores_one_worker_owns(monkeypatch, setting, workers, shared, spins):
+    """cpu_spin_wait: "auto" spins with one worker, never where MLPERF_SHARED_CPU=1 (the suite's two workers);
+    an explicit on/off wins."""
+    from code.common.backends.base import cpu_spin
+
+    monkeypatch.setenv("MLPERF_SHARED_CPU", shared)
+    assert cpu_spin(setting, workers) is spins

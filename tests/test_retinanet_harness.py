@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from code.retinanet.harness import TINY_IMAGES
 from tests.conftest import LOOSE_SERVER_BOUND, assert_short_of_early_stopping, harness_runs, offline_samples, run_main
 
 BASE = ("--benchmarks=retinanet", "--model_variant=tiny", "--round=v6.0")
@@ -103,7 +104,7 @@ def _same_as_reference(meta: dict, ref: dict) -> None:
     print(f"[fidelity] retinanet: mAP harness {got_map:.4f}, plain torch {ref_map:.4f}; "
           f"{_box_agreement(ref['rows'], rows):.4%} of {sum(len(r) for r in ref['rows'].values())} torch boxes "
           "matched at IoU >= 0.99")
-    assert len(rows) == len(ref["rows"]) == 200
+    assert len(rows) == len(ref["rows"]) == TINY_IMAGES
     assert _box_agreement(ref["rows"], rows) >= 0.99
     assert sum(len(r) for r in ref["rows"].values()) > 1000, "too few detections: the check would be vacuous"
     assert len({int(lab) for r in ref["rows"].values() for lab in r[:, 6]}) > 5, "labels collapsed"

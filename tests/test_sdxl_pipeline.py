@@ -6,6 +6,8 @@ and the --backend=pytorch engines against the ORT engines.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from code.common.backends import get_backend
 from code.common.backends.base import EngineSpec
 from code.sdxl import dataset, export, model, pipeline
 from code.sdxl.constants import COMPONENTS, NEGATIVE_PROMPT, SCHEDULER_CONFIG
+from tests.conftest import REPO
 
 CAPTIONS = ["A red bus on a city street.", "Two dogs playing in the snow.", "A bowl of fruit on a wooden table.",
             "A man riding a wave on top of a surfboard.", "A clock tower under a blue sky."]
@@ -58,6 +61,25 @@ def test_sdxl_euler_schedule_matches_diffusers():
         xt = ref.step(torch.from_numpy(eps), t, xt, return_dict=False)[0]
         np.testing.assert_allclose(x, xt.numpy(), rtol=0, atol=1e-6)
         assert x.dtype == np.float32
+
+
+def test_sdxl_euler_schedule_cache_holds_diffusers_values_exactly(tmp_path):
+    """The build folder's schedule cache: the first pipeline computes it with diffusers, later ones read it, value for
+    value the same (a performance and an accuracy run must compute the same images), and a process that reads it
+    imports neither diffusers nor torch."""
+    first = pipeline.EulerSchedule(SCHEDULER_CONFIG, 20, tmp_path)
+    again = pipeline.EulerSchedule(SCHEDULER_CONFIG, 20, tmp_path)
+    plain = pipeline.EulerSchedule(SCHEDULER_CONFIG, 20)
+    assert not first.cached and again.cached and len(list(tmp_path.iterdir())) == 1
+    for a in ("timesteps", "sigmas", "in_scale"):
+        assert [np.asarray(x).tobytes() for x in getattr(again, a)] == [np.asarray(x).tobytes() for x in getattr(plain, a)]
+    assert again.init_noise_sigma.tobytes() == plain.init_noise_sigma.tobytes()
+    assert not pipeline.EulerSchedule(SCHEDULER_CONFIG, 4, tmp_path).cached      # another step count: its own entry
+    code = ("import sys; from code.sdxl import pipeline; from code.sdxl.constants import SCHEDULER_CONFIG as C; "
+            f"s = pipeline.EulerSchedule(C, 20, {str(tmp_path)!r}); assert s.cached; "
+            "print(sorted(m for m in ('torch', 'diffusers') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
 
 
 def test_sdxl_postprocess_matches_reference():

@@ -282,7 +282,8 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("cpu_pin_cores", parse_bool, False, "CPU systems: give each worker (gpu_inference_streams of them) its own "
           "slice of the cores and pin its thread and its ONNX Runtime pool there (N instances, no oversubscription).",
           flag_value=True),
-    Field("cpu_spin_wait", parse_str, "auto", "ORT idle threads spin-wait (auto: only with one worker).",
+    Field("cpu_spin_wait", parse_str, "auto", "ORT idle threads spin-wait (auto: only with one worker, and not where the "
+          "environment sets MLPERF_SHARED_CPU=1: other work shares the cores, as in the test suite).",
           choices=("auto", "on", "off")),
     # --- where the workers run (code.common.harness.ray_executor) ---
     Field("executor", parse_str, "local", "Where the SUT's workers run. local: threads in the harness child. ray: one "

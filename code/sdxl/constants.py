@@ -45,3 +45,21 @@ HF_MODEL_ID = "stabilityai/stable-diffusion-xl-base-1.0"
 
 def latent_side(variant: str) -> int:
     return IMAGE_SIZE[variant] // VAE_SCALE
+
+
+def input_shapes(component: str, configs: dict[str, dict]) -> dict[str, tuple[int, ...]]:
+    """Input name -> shape with -1 for the batch axis (EngineSpec.input_shapes), from the pipeline folder's json
+    configs (``configs``: "unet", "vae", "text_encoder_2"; code.sdxl.export.configs_of). No torch: the parent
+    process of a run names its engines without importing it."""
+    if component in ("clip1", "clip2"):
+        return {"input_ids": (-1, MAX_TOKENS)}
+    unet = configs["unet"]
+    side, ch = int(unet["sample_size"]), int(unet["in_channels"])
+    if component == "unet":
+        proj = int(configs["text_encoder_2"]["projection_dim"])
+        return {"sample": (-1, ch, side, side), "timestep": (1,),
+                "encoder_hidden_states": (-1, MAX_TOKENS, int(unet["cross_attention_dim"])),
+                "text_embeds": (-1, proj), "time_ids": (-1, 6)}
+    if component == "vae":
+        return {"latent": (-1, int(configs["vae"]["latent_channels"]), side, side)}
+    raise KeyError(component)

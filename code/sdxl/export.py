@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from code.common.fileio import staged_path
-from code.sdxl.constants import MAX_TOKENS
+from code.sdxl.constants import MAX_TOKENS, input_shapes
 
 try:
     import torch
@@ -86,22 +86,6 @@ def configs_of(comps) -> dict[str, dict]:
     te2 = get("text_encoder_2").config
     return {"unet": dict(get("unet").config), "vae": dict(get("vae").config),
             "text_encoder_2": te2.to_dict() if hasattr(te2, "to_dict") else dict(te2)}
-
-
-def input_shapes(component: str, configs: dict[str, dict]) -> dict[str, tuple[int, ...]]:
-    """Input name -> shape with -1 for the batch axis (EngineSpec.input_shapes). ``configs``: see configs_of."""
-    if component in ("clip1", "clip2"):
-        return {"input_ids": (-1, MAX_TOKENS)}
-    unet = configs["unet"]
-    side, ch = int(unet["sample_size"]), int(unet["in_channels"])
-    if component == "unet":
-        proj = int(configs["text_encoder_2"]["projection_dim"])
-        return {"sample": (-1, ch, side, side), "timestep": (1,),
-                "encoder_hidden_states": (-1, MAX_TOKENS, int(unet["cross_attention_dim"])),
-                "text_embeds": (-1, proj), "time_ids": (-1, 6)}
-    if component == "vae":
-        return {"latent": (-1, int(configs["vae"]["latent_channels"]), side, side)}
-    raise KeyError(component)
 
 
 def example_inputs(component: str, comps, batch: int = 2) -> tuple:

@@ -24,7 +24,7 @@ from code.common.engines import get_or_build
 from code.common.errors import HarnessError, MissingDataError
 from code.common.fileio import write_json
 from code.sdxl import SPEC, download, model
-from code.sdxl.constants import COMPONENTS, IMAGE_SIZE, SUBFOLDER, TINY_CAL_CAPTIONS, TINY_SEED, VAE_SCALE
+from code.sdxl.constants import COMPONENTS, IMAGE_SIZE, SUBFOLDER, TINY_CAL_CAPTIONS, TINY_SEED, VAE_SCALE, input_shapes
 from code.sdxl.dataset import SDXLData, SDXLQSL, preprocess
 
 
@@ -124,8 +124,6 @@ class SDXLBenchmark(Benchmark):
         return out
 
     def engine_specs(self, device_id: int = 0) -> dict[str, EngineSpec]:
-        from code.sdxl.export import input_shapes
-
         cfg = self._component_configs()
         bs, prec = self.batch_sizes(), self.precisions()
         specs = {}
@@ -141,13 +139,13 @@ class SDXLBenchmark(Benchmark):
 
     def onnx_path(self, component: str) -> Path:
         """Export the component to ONNX unless an export of the same pipeline files exists."""
-        from code.sdxl.export import export_onnx
-
         pipe_dir = self._require_pipeline()
         path = self.model_dir / "onnx" / f"{component}.onnx"
         meta = path.with_name(path.name + ".json")
         fp = _fingerprint(pipe_dir / SUBFOLDER[component])
         if not (path.exists() and meta.exists() and json.loads(meta.read_text()).get("source") == fp):
+            from code.sdxl.export import export_onnx      # torch: only when there is something to export
+
             if self._pipe is None:
                 self._pipe = model.load_pipeline(pipe_dir)
             export_onnx(component, self._pipe, path)
@@ -274,7 +272,8 @@ class SDXLBenchmark(Benchmark):
         sched = self.pipeline_dir / "scheduler" / "scheduler_config.json"
         return SDXLPipeline(loaded, latent=data.latent, neg_ids=(data.neg_1, data.neg_2), batch_sizes=batch_sizes,
                             image_size=self.image_size,
-                            scheduler_config=json.loads(sched.read_text()) if sched.exists() else None)
+                            scheduler_config=json.loads(sched.read_text()) if sched.exists() else None,
+                            schedule_cache=paths.build_dir() / "cache" / "sdxl_schedule")
 
     def make_processors(self, qsl, engines) -> list[Processor]:
         from code.sdxl.pipeline import SDXLProcessor

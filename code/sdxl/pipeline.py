@@ -14,33 +14,51 @@ Thread safety: an SDXLPipeline and its engines belong to one worker thread (Engi
 """
 from __future__ import annotations
 
+import hashlib
+import json
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from code.common.backends.base import Engine
+from code.common.fileio import write_json
 from code.common.benchmark import Processor
 from code.sdxl.constants import GUIDANCE_SCALE, NUM_STEPS, SCHEDULER_CONFIG
 
 
 class EulerSchedule:
-    """EulerDiscreteScheduler's timesteps and sigmas for ``steps`` (from diffusers itself), with the
-    step arithmetic done in float32 in the same order as diffusers' ``scale_model_input``/``step``
-    (s_churn = 0, prediction_type = epsilon)."""
+    """EulerDiscreteScheduler's timesteps and sigmas for ``steps`` (from diffusers itself), with the step arithmetic
+    done in float32 in the same order as diffusers' ``scale_model_input``/``step`` (s_churn = 0, prediction_type =
+    epsilon).
 
-    def __init__(self, config: Mapping | None = None, steps: int = NUM_STEPS):
-        from diffusers import EulerDiscreteScheduler
+    ``cache``: a folder where the schedule diffusers computed is kept, keyed by the scheduler config, the step count
+    and diffusers' version, so that later runs read it instead of importing diffusers and torch (about 10 s of CPU
+    per run here; a performance run of the harness otherwise imports neither). The values are diffusers' own, float32
+    stored exactly, so runs with and without the cache compute the same images (TEST01 compares them byte for
+    byte)."""
 
-        sched = EulerDiscreteScheduler.from_config(dict(config or SCHEDULER_CONFIG))
-        if sched.config.prediction_type != "epsilon":
-            raise ValueError(f"SDXL uses prediction_type=epsilon, got {sched.config.prediction_type}")
-        sched.set_timesteps(steps)
-        sig = sched.sigmas.float()
-        self.timesteps = [np.array([t], dtype=np.float32) for t in sched.timesteps.float().numpy()]
-        self.sigmas = [np.float32(s) for s in sig.numpy()]
-        # float32 as torch computes them: (sigma**2 + 1) ** 0.5 on 0-d float32 tensors
-        self.in_scale = [np.float32(((s ** 2 + 1) ** 0.5).item()) for s in sig]
-        self.init_noise_sigma = np.float32(float(sched.init_noise_sigma))
+    def __init__(self, config: Mapping | None = None, steps: int = NUM_STEPS, cache: str | Path | None = None):
+        config = dict(config or SCHEDULER_CONFIG)
+        if config.get("prediction_type", "epsilon") != "epsilon":
+            raise ValueError(f"SDXL uses prediction_type=epsilon, got {config['prediction_type']}")
+        path = Path(cache) / f"euler-{_schedule_key(config, steps)}.json" if cache else None
+        try:
+            v = json.loads(path.read_text()) if path else None
+        except (OSError, ValueError):
+            v = None
+        self.cached = v is not None
+        if v is None:
+            v = _diffusers_schedule(config, steps)
+            if path:
+                try:
+                    write_json(path, v)
+                except OSError:           # a read-only build folder: computed each time, as without a cache
+                    pass
+        self.timesteps = [np.array([t], dtype=np.float32) for t in v["timesteps"]]
+        self.sigmas = [np.float32(s) for s in v["sigmas"]]
+        self.in_scale = [np.float32(s) for s in v["in_scale"]]
+        self.init_noise_sigma = np.float32(v["init_noise_sigma"])
         self.steps = steps
 
     def scale_input(self, sample: np.ndarray, i: int) -> np.ndarray:
@@ -51,6 +69,28 @@ class EulerSchedule:
         pred_original = sample - sigma * noise
         derivative = (sample - pred_original) / sigma
         return sample + derivative * (self.sigmas[i + 1] - sigma)
+
+
+def _schedule_key(config: Mapping, steps: int) -> str:
+    from importlib.metadata import version
+
+    blob = json.dumps({"config": dict(config), "steps": steps, "diffusers": version("diffusers")}, sort_keys=True,
+                      default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _diffusers_schedule(config: Mapping, steps: int) -> dict:
+    """The schedule as diffusers computes it; float32 values as Python floats (exact)."""
+    from diffusers import EulerDiscreteScheduler
+
+    sched = EulerDiscreteScheduler.from_config(dict(config))
+    sched.set_timesteps(steps)
+    sig = sched.sigmas.float()
+    return {"timesteps": [float(t) for t in sched.timesteps.float().numpy()],
+            "sigmas": [float(s) for s in sig.numpy()],
+            # float32 as torch computes them: (sigma**2 + 1) ** 0.5 on 0-d float32 tensors
+            "in_scale": [float(((s ** 2 + 1) ** 0.5).item()) for s in sig],
+            "init_noise_sigma": float(sched.init_noise_sigma)}
 
 
 def postprocess(image: np.ndarray) -> np.ndarray:
@@ -69,10 +109,10 @@ class SDXLPipeline:
 
     def __init__(self, engines: Mapping[str, Engine], *, latent: np.ndarray, neg_ids: tuple[np.ndarray, np.ndarray],
                  batch_sizes: Mapping[str, int], image_size: int, scheduler_config: Mapping | None = None,
-                 steps: int = NUM_STEPS, guidance: float = GUIDANCE_SCALE):
+                 steps: int = NUM_STEPS, guidance: float = GUIDANCE_SCALE, schedule_cache: str | Path | None = None):
         self.engines = dict(engines)
         self.bs = {k: max(1, int(batch_sizes[k])) for k in ("clip1", "clip2", "unet", "vae")}
-        self.schedule = EulerSchedule(scheduler_config, steps)
+        self.schedule = EulerSchedule(scheduler_config, steps, schedule_cache)
         self.guidance = np.float32(guidance)
         self.image_size = int(image_size)
         self.latent = np.ascontiguousarray(latent, dtype=np.float32)          # [1,4,h,w]
