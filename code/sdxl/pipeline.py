@@ -22,8 +22,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from code.common.backends.base import Engine
-from code.common.fileio import write_json
 from code.common.benchmark import Processor
+from code.common.fileio import write_json
 from code.sdxl.constants import GUIDANCE_SCALE, NUM_STEPS, SCHEDULER_CONFIG
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import os
 import importlib
 import importlib.util
+import os
 from pathlib import Path
 from typing import Callable, Mapping
 
