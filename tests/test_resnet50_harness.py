@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import LOOSE_SERVER_BOUND, assert_short_of_early_stopping, metadata_under, offline_samples, run_main
+from tests.conftest import (LOOSE_SERVER_BOUND, assert_short_of_early_stopping, metadata_under, offline_samples, run_main,
+                            server_rate)
 
 # 64 queries: SingleStream's p90 early-stopping estimate needs 64 (VALID by design), MultiStream's p99 needs 662
 # (short of it by design: INVALID for that reason alone)
@@ -27,7 +28,7 @@ def perf_runs(tiny_resnet, tmp_path_factory) -> dict[str, dict]:
     for scen, args in (("Offline", offline_samples(2048)), ("SingleStream,MultiStream", SHORT), ("Server", SERVER)):
         if scen == "Server":
             [off] = [m for m in metadata_under(logs) if m["scenario"] == "Offline"]
-            args = (*args, f"--server_target_qps={round(SERVER_SHARE * off['metric_value'], 2)}")
+            args = (*args, f"--server_target_qps={server_rate(off, SERVER_SHARE)}")
         r = run_main("--action=run_harness", "--benchmarks=resnet50", "--model_variant=tiny", f"--scenarios={scen}",
                      f"--log_dir={logs}", *args, env=tiny_resnet)
         assert r.returncode == 0, r.stdout + r.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import NO_OFFICIAL, metadata_under, offline_samples, official_root, run_main
+from tests.conftest import NO_OFFICIAL, metadata_under, offline_samples, official_root, run_main, server_rate
 
 ROUND = "v6.1"          # this module's tree; test_submission_official_v60/_v51 run the same tests on theirs
 pytestmark = pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_DIR"),
@@ -50,8 +50,7 @@ def server_qps(bench: str, build: Path) -> float:
                and not m.get("audit_test") and m.get("valid")]
     if not offline:
         return SERVER_QPS[bench]
-    rate = (offline[-1].get("results") or {}).get("result_samples_per_second") or 0
-    return round(min(SERVER_QPS[bench], max(1.0, SERVER_SHARE[bench] * rate)), 2)
+    return server_rate(offline[-1], SERVER_SHARE[bench], SERVER_QPS[bench])
 # one ORT thread: two intra-op threads wait on each other whenever the other worker holds a core (with a busy
 # 2-thread process beside it the tiny DLRM-v2 Server p99 was 58 ms with two threads, 25-46 ms with one)
 SERVER_EXTRA = {"dlrm-v2": ("--cpu_threads=1",)}
