@@ -171,9 +171,9 @@ def _run_tiny(env, tmp_path):
 
 
 @pytest.mark.parametrize("damage,needle", [
-    (lambda a: a[:10], "holds 10 images but the val_map lists 1024"),
+    (lambda a: a[:10], "holds 10 images but the val_map lists 512"),
     (lambda a: a.astype(np.float32), "dtype float32, expected uint8"),
-    (lambda a: a[:, :, :32], "shape (1024, 3, 32, 64), expected (N, 3, 64, 64)"),
+    (lambda a: a[:, :, :32], "shape (512, 3, 32, 64), expected (N, 3, 64, 64)"),
 ])
 def test_preprocessed_npy_that_does_not_match(scratch_copy, tmp_path, damage, needle):
     env, npy = scratch_copy

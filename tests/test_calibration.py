@@ -80,7 +80,7 @@ def test_resnet50_offline_int8_accuracy(resnet_int8):
     rec = _record(resnet_int8["scratch"], "resnet50", "resnet50", "int8")
     assert m["calibration"]["resnet50"]["key"] == rec["key"] and m["calibration"]["resnet50"]["model"].endswith("model_cpu.onnx")
     agree = m["accuracy"]["metrics"]["acc"]
-    print(f"\n[fidelity] tiny ResNet50 int8 vs fp32 top-1 agreement over 1024 images: {agree:.2f}%")
+    print(f"\n[fidelity] tiny ResNet50 int8 vs fp32 top-1 agreement over the tiny set: {agree:.2f}%")
     assert agree >= 99.0
 
 

@@ -55,7 +55,7 @@ def predictions(m: dict) -> dict[int, str]:
 @pytest.fixture(scope="module")
 def offline(cluster, env, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("ray_offline")
-    run_main("--action=run_harness", *RESNET, "--scenarios=Offline", *offline_samples(1024), *ray_args(cluster),
+    run_main("--action=run_harness", *RESNET, "--scenarios=Offline", *offline_samples(512), *ray_args(cluster),
              f"--log_dir={root}", env=env, check=True)
     return one(root)
 
@@ -68,7 +68,7 @@ def test_ray_resnet50_offline_valid_on_three_nodes(offline, cluster):
     assert {a["node"] for a in ex["actors"]} == {"127.0.0.1"} and len({a["pid"] for a in ex["actors"]}) == 3
     assert ex["failures"] == [] and ex["retries"] == 0 and ex["engines_shipped"] is False
     assert set(ex["engines_sha256"]) == {"resnet50"}
-    assert m["completed_samples"] == 1024
+    assert m["completed_samples"] == 512
 
 
 def test_ray_resnet50_server_valid(offline, cluster, env, tmp_path):

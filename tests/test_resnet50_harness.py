@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from code.resnet50.harness import TINY_IMAGES
+
 from tests.conftest import (LOOSE_SERVER_BOUND, assert_short_of_early_stopping, metadata_under, offline_samples, run_main,
                             server_rate)
 
@@ -25,7 +27,7 @@ SERVER_SHARE = 0.2
 def perf_runs(tiny_resnet, tmp_path_factory) -> dict[str, dict]:
     logs = tmp_path_factory.mktemp("perf_logs")
     # Offline by sample count (offline_samples), the others by duration and query count
-    for scen, args in (("Offline", offline_samples(2048)), ("SingleStream,MultiStream", SHORT), ("Server", SERVER)):
+    for scen, args in (("Offline", offline_samples(512)), ("SingleStream,MultiStream", SHORT), ("Server", SERVER)):
         if scen == "Server":
             [off] = [m for m in metadata_under(logs) if m["scenario"] == "Offline"]
             args = (*args, f"--server_target_qps={server_rate(off, SERVER_SHARE)}")
@@ -70,7 +72,7 @@ def test_resnet50_metadata_is_complete(perf_runs):
     log = Path(m["log_dir"])
     for f in ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "user.conf", "settings.json", "metadata.json"):
         assert (log / f).exists(), f
-    assert "resnet50.Offline.min_query_count = 2048" in (log / "user.conf").read_text()
+    assert "resnet50.Offline.min_query_count = 512" in (log / "user.conf").read_text()
     assert not list(log.parent.glob("*.partial")), "a staging folder was left behind"
     assert not (log / "audit.config").exists()
 
@@ -79,9 +81,9 @@ def test_resnet50_metadata_is_complete(perf_runs):
 def test_resnet50_scenario_accuracy(accuracy_runs, scenario):
     m = accuracy_runs[scenario]
     assert m["status"] == "ok", m["error"]
-    assert m["accuracy"]["metrics"]["total"] == 1024
+    assert m["accuracy"]["metrics"]["total"] == TINY_IMAGES
     text = (Path(m["log_dir"]) / "accuracy.txt").read_text()
-    assert text.startswith("accuracy=") and "good=" in text and "total=1024" in text
+    assert text.startswith("accuracy=") and "good=" in text and f"total={TINY_IMAGES}" in text
 
 
 def test_resnet50_fidelity_harness_vs_torch(accuracy_runs, tiny_resnet):
@@ -98,7 +100,7 @@ def test_resnet50_fidelity_harness_vs_torch(accuracy_runs, tiny_resnet):
     x = torch.from_numpy(images.astype(np.float32)) - torch.tensor([123.68, 116.78, 103.94]).view(1, 3, 1, 1)
     with torch.inference_mode():
         ref = torch.cat([net(x[i:i + 256])[0] for i in range(0, len(x), 256)]).numpy() - 1
-    assert len(preds) == len(ref) == 1024
+    assert len(preds) == len(ref) == TINY_IMAGES
     assert all(preds[i] == ref[i] for i in range(len(ref)))
     assert len(set(ref.tolist())) > 100, "predictions collapsed: the fidelity check would be vacuous"
     assert accuracy_runs["Offline"]["accuracy"]["metrics"]["acc"] == 100.0
