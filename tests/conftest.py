@@ -149,6 +149,36 @@ def harness_env(tmp_path_factory) -> dict:
     return env
 
 
+@pytest.fixture(scope="session", autouse=True)
+def harness_zygote():
+    """One zygote per test process (code/common/harness/zygote.py): the LoadGen runs the tests start fork their
+    harness child from a process that has imported torch, transformers and diffusers once, instead of importing
+    them again in each of ~400 fresh interpreters (6-9 CPU-s each). ``MLPERF_TEST_ZYGOTE=0`` turns it off; a run
+    whose environment differs from the zygote's in a variable libraries read at import gets a fresh interpreter."""
+    if os.environ.get("MLPERF_TEST_ZYGOTE", "1") == "0" or os.environ.get("MLPERF_ZYGOTE"):
+        yield None
+        return
+    import shutil
+    import tempfile
+
+    from code.common.harness import zygote
+
+    d = tempfile.mkdtemp(prefix="mlperf-zygote-")       # short: a unix socket path is at most 107 bytes
+    path = os.path.join(d, "socket")
+    proc = zygote.launch(path, log=os.path.join(d, "log"))
+    os.environ["MLPERF_ZYGOTE"] = path
+    try:
+        yield path
+    finally:
+        os.environ.pop("MLPERF_ZYGOTE", None)
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 NO_OFFICIAL = "MLPERF_INFERENCE_DIR is not set"
 OFFICIAL_USED: set[str] = set()      # node ids of the tests that called official_root (in this process)
 

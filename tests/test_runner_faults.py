@@ -65,6 +65,7 @@ def _alive(pid: int) -> bool:
 def _start_long_run(env: dict, log_dir: Path) -> tuple[subprocess.Popen, int]:
     """A tiny ResNet50 Offline run that would take 10 minutes; returns (parent, harness child pid)."""
     e = dict(os.environ, **env, PYTHONUNBUFFERED="1")
+    e.pop("MLPERF_ZYGOTE", None)       # the child must be this run's own, found by its command line
     p = subprocess.Popen([sys.executable, "-m", "code.main", "--action=run_harness", "--benchmarks=resnet50",
                           "--scenarios=Offline", "--model_variant=tiny", "--min_duration=600000",
                           f"--log_dir={log_dir}"], cwd=REPO, env=e, stdout=subprocess.PIPE,

@@ -28,6 +28,7 @@ from code.common import calibration, paths, scenarios
 from code.common.results import explain
 from code.common.errors import HarnessError, disk_full
 from code.common.fileio import clean_stale_partials, make_stage_dir, partial_prefix, write_json, write_text
+from code.common.harness import zygote
 from code.common.results.loadgen_logs import summarize
 from code.common.settings import FAST_MIN_DURATION_MS, RunControl, RunSettings
 
@@ -176,8 +177,9 @@ def _run_staged(settings: RunSettings, control: RunControl, log_dir: Path, stage
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     env["PYTHONPATH"] = str(paths.REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen([sys.executable, "-m", "code.common.harness.child", str(stage / "request.json")],
-                            cwd=stage, env=env, preexec_fn=death_signal_hook())
+    proc = zygote.start("code.common.harness.child", [str(stage / "request.json")], stage, env) or \
+        subprocess.Popen([sys.executable, "-m", "code.common.harness.child", str(stage / "request.json")],
+                         cwd=stage, env=env, preexec_fn=death_signal_hook())
     try:
         rc = proc.wait()
     finally:
