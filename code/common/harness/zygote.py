@@ -45,7 +45,10 @@ PRELOAD = ("numpy", "torch", "torchvision", "transformers", "transformers.modeli
 # values differ from the zygote's gets a fresh interpreter
 IMPORT_TIME_ENV = ("HF_", "HUGGINGFACE", "TRANSFORMERS", "TORCH", "PYTORCH", "DIFFUSERS", "CUDA", "NVIDIA", "OMP_",
                    "MKL_", "KMP_", "OPENBLAS", "XDG_", "LD_", "ORT_", "TOKENIZERS", "PYTHON", "HOME")
-_IGNORED = {"PYTHONPATH", "PYTHONUNBUFFERED"}     # sys.path comes from the zygote's (the same repository)
+# not compared: sys.path comes from the zygote's (the same repository); the rest are read only when used, never at
+# import (TORCHINDUCTOR_CACHE_DIR: torch sets it in a process that compiled), or by a library the zygote does not load
+# (KMP_*: Intel's OpenMP; sklearn and joblib set them in whichever process imports them)
+_IGNORED = {"PYTHONPATH", "PYTHONUNBUFFERED", "TORCHINDUCTOR_CACHE_DIR", "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK"}
 
 
 def _import_env(env: dict) -> dict:
@@ -160,9 +163,11 @@ def _run_child(req: dict, fds: list[int]) -> None:
             os.setpriority(os.PRIO_PROCESS, 0, int(req.get("nice", 0)))    # the client's, as exec would inherit
         except OSError:
             pass
-        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+        for sig in (signal.SIGTERM, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)              # as an interpreter's start sets them
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})   # blocked by the zygote across the fork
         for target, fd in zip((0, 1, 2), fds):
             os.dup2(fd, target)
             os.close(fd)
@@ -243,15 +248,7 @@ def serve(path: str, preload: tuple[str, ...] = PRELOAD) -> int:
     children: dict[int, socket.socket] = {}     # pid -> its client's connection
     by_conn: dict[socket.socket, int] = {}
     stop = []
-    zygote_pid = os.getpid()
-
-    def on_term(*_) -> None:
-        if os.getpid() == zygote_pid:
-            stop.append(1)
-        else:                             # a child stopped before it set its own handlers: end as SIGTERM ends it
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     try:
         while not stop:
             for key, _ in sel.select(timeout=0.05):
@@ -272,7 +269,12 @@ def serve(path: str, preload: tuple[str, ...] = PRELOAD) -> int:
                         conn.close()
                         continue
                     sys.stdout.flush(), sys.stderr.flush()
+                    # SIGTERM waits, blocked, until the child has its own handlers: one sent in between would
+                    # otherwise reach the zygote's Python handler, which the child replaces before it runs
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
                     pid = os.fork()
+                    if pid != 0:
+                        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
                     if pid == 0:
                         server.close()
                         conn.close()
@@ -281,6 +283,7 @@ def serve(path: str, preload: tuple[str, ...] = PRELOAD) -> int:
                         _run_child(req, fds)
                     for fd in fds:
                         os.close(fd)
+                    print(f"[zygote] forked {pid}: {req['module']}", file=sys.stderr, flush=True)
                     conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
                     conn.setblocking(False)
                     children[pid], by_conn[conn] = conn, pid
@@ -297,6 +300,7 @@ def serve(path: str, preload: tuple[str, ...] = PRELOAD) -> int:
                         pid = by_conn.pop(conn)
                         sel.unregister(conn)
                         conn.close()
+                        print(f"[zygote] the client of {pid} is gone: SIGTERM", file=sys.stderr, flush=True)
                         try:
                             os.kill(pid, signal.SIGTERM)
                         except ProcessLookupError:
