@@ -87,11 +87,16 @@ def test_server_valid_interactive_named_and_test06(ds):
           f"TPOT p99 {t['tpot_p99_ns'] / 1e6:.2f} ms")
     run_main("--action=run_harness", *DS, "--scenarios=Interactive", f"--server_target_qps={round(qps / 2, 2)}",
              "--performance_sample_count=30", "--min_query_count=32", "--min_duration=500",
-             f"--log_dir={root / 'interactive'}", env=env, check=True)
+             f"--log_dir={root / 'interactive'}", env=env, check=True, latency=True)
     i = one(root / "interactive")
     assert i["loadgen_model"] == "deepseek-r1-interactive" and "deepseek-r1-interactive.Server.target_qps" in i["user_conf"]
     assert i["tokens"]["ttft_limit_ns"] == 300_000_000 and i["tokens"]["tpot_limit_ns"] == 60_000_000
-    assert i["valid"] or any("early stopping" in w for w in i["invalid_reasons"]), i["invalid_reasons"]
+    # 32 queries make the p99 their slowest one: on a busy 2-core machine one query queued behind a decoding batch
+    # can pass the 300 ms TTFT bound. Valid, short of early stopping, or over the Interactive bounds (not Server's)
+    # with the advice to lower the load; nothing else.
+    assert i["valid"] or all("early stopping" in w or (("300 ms bound" in w or "60 ms bound" in w)
+                                                         and "Lower the load" in w)
+                             for w in i["invalid_reasons"]), i["invalid_reasons"]
     args = ("--action=run_audit_harness", "--audit_test=TEST06", *DS, "--scenarios=Server", f"--server_target_qps={qps}")
     r = run_main(*args, env=env)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -29,6 +29,7 @@ from code.common.results import explain
 from code.common.errors import HarnessError, disk_full
 from code.common.fileio import clean_stale_partials, make_stage_dir, partial_prefix, write_json, write_text
 from code.common.harness import zygote
+from code.common.harness.deathsig import death_signal_hook
 from code.common.results.loadgen_logs import summarize
 from code.common.settings import FAST_MIN_DURATION_MS, RunControl, RunSettings
 
@@ -108,26 +109,6 @@ def child_exit_reason(rc: int) -> str:
     except ValueError:
         return f"harness child ended by signal {-rc}"
     return f"harness child ended by {name}: {SIGNAL_CAUSES.get(name, 'see the log above')}"
-
-
-def death_signal_hook():
-    """preexec_fn for the child: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG).
-
-    libc is looked up here, in the parent: between fork and exec the child may only make the call
-    (other threads may hold locks). A parent that died before the call is caught by the ppid check."""
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux: the parent's handlers still stop the child
-        return None
-    parent = os.getpid()
-
-    def hook() -> None:
-        prctl(1, signal.SIGTERM)
-        if os.getppid() != parent:
-            os._exit(1)
-    return hook
 
 
 def _stop(proc: subprocess.Popen) -> None:

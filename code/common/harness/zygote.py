@@ -47,8 +47,10 @@ IMPORT_TIME_ENV = ("HF_", "HUGGINGFACE", "TRANSFORMERS", "TORCH", "PYTORCH", "DI
                    "MKL_", "KMP_", "OPENBLAS", "XDG_", "LD_", "ORT_", "TOKENIZERS", "PYTHON", "HOME")
 # not compared: sys.path comes from the zygote's (the same repository); the rest are read only when used, never at
 # import (TORCHINDUCTOR_CACHE_DIR: torch sets it in a process that compiled), or by a library the zygote does not load
-# (KMP_*: Intel's OpenMP; sklearn and joblib set them in whichever process imports them)
-_IGNORED = {"PYTHONPATH", "PYTHONUNBUFFERED", "TORCHINDUCTOR_CACHE_DIR", "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK"}
+# (KMP_*: Intel's OpenMP; sklearn and joblib set them in whichever process imports them); TOKENIZERS_PARALLELISM is
+# read at each call, and the tokenizers library sets it itself in a process that forks after using its pool
+_IGNORED = {"PYTHONPATH", "PYTHONUNBUFFERED", "TORCHINDUCTOR_CACHE_DIR", "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK",
+            "TOKENIZERS_PARALLELISM"}
 
 
 def _import_env(env: dict) -> dict:
@@ -346,7 +348,7 @@ def launch(path: str | Path, env: dict | None = None, log: str | Path | None = N
            preload: tuple[str, ...] | None = None) -> subprocess.Popen:
     """Start a zygote serving ``path`` in the background (it dies with this process); it listens once its imports
     are done, and until then ``start`` answers None."""
-    from code.common.harness.runner import death_signal_hook
+    from code.common.harness.deathsig import death_signal_hook
 
     out = open(log, "ab") if log else subprocess.DEVNULL
     try:
