@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import official_root, offline_samples, run_main
+from tests.conftest import official_root, offline_samples, run_main, server_rate, server_run
 from tests.test_llm_harness import generate_reference, one, tokens_of
 
 DS = ("--benchmarks=deepseek-r1", "--model_variant=tiny")
@@ -74,28 +74,29 @@ def test_official_eval_accuracy_scores_the_same_log(ds, tmp_path):
 
 def test_server_valid_interactive_named_and_test06(ds):
     env, root = ds["env"], ds["root"]
-    qps = round(0.4 * ds["perf"]["metric_value"], 2)      # 40% of this machine's Offline rate
-    run_main("--action=run_harness", *DS, "--scenarios=Server", f"--server_target_qps={qps}",
-             "--performance_sample_count=30", "--min_query_count=460", "--min_duration=1000",
-             f"--log_dir={root / 'server'}", env=env, check=True, latency=True)
-    m = one(root / "server")
+    # 30% of this machine's Offline rate, at most 15 QPS (server_run lowers it once if the load broke a bound)
+    m, qps, r = server_run(("--action=run_harness", *DS, "--scenarios=Server", "--performance_sample_count=30",
+                            "--min_query_count=460", "--min_duration=1000"), root / "server", env,
+                           server_rate(ds["perf"], 0.3, cap=15))
     t = m["tokens"]
     assert m["valid"], m["invalid_reasons"]
     assert t["ttft_p99_ns"] < t["ttft_limit_ns"] == 400_000_000 and t["tpot_p99_ns"] < t["tpot_limit_ns"] == 100_000_000
     assert t["result_field"] == "result_completed_tokens_per_second"
     print(f"tiny DeepSeek-R1 Server at {qps} QPS: TTFT p99 {t['ttft_p99_ns'] / 1e6:.1f} ms, "
           f"TPOT p99 {t['tpot_p99_ns'] / 1e6:.2f} ms")
-    run_main("--action=run_harness", *DS, "--scenarios=Interactive", f"--server_target_qps={round(qps / 2, 2)}",
+    # Interactive at half the Server rate, at most 5 QPS: its 32 queries then last 6 s or more, so the drain of the
+    # last one does not read as a backlog (at 13.3 QPS: "behind schedule", 11.62 of 11.96 samples/s completed)
+    run_main("--action=run_harness", *DS, "--scenarios=Interactive", f"--server_target_qps={round(min(qps / 2, 5), 2)}",
              "--performance_sample_count=30", "--min_query_count=32", "--min_duration=500",
              f"--log_dir={root / 'interactive'}", env=env, check=True, latency=True)
     i = one(root / "interactive")
     assert i["loadgen_model"] == "deepseek-r1-interactive" and "deepseek-r1-interactive.Server.target_qps" in i["user_conf"]
     assert i["tokens"]["ttft_limit_ns"] == 300_000_000 and i["tokens"]["tpot_limit_ns"] == 60_000_000
     # 32 queries make the p99 their slowest one: on a busy 2-core machine one query queued behind a decoding batch
-    # can pass the 300 ms TTFT bound. Valid, short of early stopping, or over the Interactive bounds (not Server's)
-    # with the advice to lower the load; nothing else.
-    assert i["valid"] or all("early stopping" in w or (("300 ms bound" in w or "60 ms bound" in w)
-                                                         and "Lower the load" in w)
+    # can pass the 300 ms TTFT bound (336-358 ms in CI). Valid, or INVALID only for the load: short of early
+    # stopping, behind schedule, or over the Interactive bounds (not Server's 400/100 ms) with the advice to lower it
+    assert i["valid"] or all("early stopping" in w or w.startswith("behind schedule")
+                             or (("300 ms bound" in w or "60 ms bound" in w) and "Lower the load" in w)
                              for w in i["invalid_reasons"]), i["invalid_reasons"]
     args = ("--action=run_audit_harness", "--audit_test=TEST06", *DS, "--scenarios=Server", f"--server_target_qps={qps}")
     r = run_main(*args, env=env)

@@ -95,9 +95,17 @@ def bounded_runs(common: tuple, short: tuple, env: dict, audit: str, server: boo
             break
     for _ in range(tries):
         r = run_main("--action=run_audit_harness", f"--audit_test={audit}", *common, *short, env=env, latency=server)
-        if not server or r.returncode != 4:
+        if not server or (r.returncode != 4 and _latest_audit_valid(env, audit)):
             break
     return out, r
+
+
+def _latest_audit_valid(env: dict, audit: str) -> bool:
+    """Whether the audit run just made was VALID: a TEST01 run can pass its verification and still be INVALID
+    (tiny DLRM-v2 Server, short of early stopping beside the other worker), which the checker then reports."""
+    metas = sorted((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / audit).rglob("metadata.json"),
+                   key=lambda p: p.stat().st_mtime)
+    return not metas or bool(json.loads(metas[-1].read_text()).get("valid"))
 
 
 @pytest.fixture(scope="module")
