@@ -95,6 +95,9 @@ class Benchmark(abc.ABC):
     """One benchmark's actions. Constructed with the resolved, frozen RunSettings."""
 
     spec: BenchmarkSpec
+    # the LoadGen mode of the run this object serves (the harness child sets it before make_qsl): a benchmark whose
+    # accuracy and performance sets differ (GPT-OSS-120B) picks its QSL and generation limits by it
+    test_mode: str = "PerformanceOnly"
 
     def __init__(self, settings: "RunSettings"):
         self.settings = settings

@@ -268,8 +268,9 @@ CORE_FIELDS: tuple[Field, ...] = (
           "(e.g. a local copy of the official files).", config=False, actions=DATA + RUN),
     # --- engine and batching ---
     Field("gpu_batch_size", parse_batch_size, 1, "Batch size (or per-component mapping, e.g. clip1:8,unet:8,vae:2)."),
-    Field("precision", parse_str, "fp32", "Engine precision (bf16: LLM backends).",
-          choices=("fp32", "fp16", "bf16", "int8", "fp8")),
+    Field("precision", parse_str, "fp32", "Engine precision (bf16: LLM backends; fp4: a checkpoint's own 4-bit "
+          "weights, GPT-OSS-120B's MXFP4 experts, which vLLM / SGLang / TensorRT-LLM read from its quantization config).",
+          choices=("fp32", "fp16", "bf16", "int8", "fp8", "fp4")),
     Field("calibration_method", parse_str, None, "int8/fp8 calibration: how activation ranges are chosen (default: "
           "the benchmark's recipe; ONNX Runtime's MinMax, Entropy, Percentile or Distribution calibrator).",
           choices=("minmax", "entropy", "percentile", "distribution"), actions=("calibrate", "info")),

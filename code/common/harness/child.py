@@ -61,6 +61,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
     settings = RunSettings.from_json(req["settings"], spec, system_from_json(req["system"]))
     control = RunControl(**req["control"])
     bench = implementation(spec)(settings)
+    bench.test_mode = control.test_mode
     engines = req.get("engines") or {}
     result["engines"] = engines
 
@@ -84,6 +85,10 @@ def run(req: dict, stage: Path, result: dict) -> None:
 
     t0 = time.time()
     qsl_impl = bench.make_qsl()
+    # mlperf.conf's accuracy_sample_count_override (gpt-oss-120b: 4,395) past a smaller QSL (a tiny set, an
+    # --llm_sample_count subset): LoadGen would pair responses with the wrong samples; an accuracy run covers the QSL
+    if 0 < qsl_impl.total_count < getattr(ts, "accuracy_sample_count_override", 0):
+        ts.accuracy_sample_count_override = qsl_impl.total_count
     dispatch = scenarios.dispatch_for(settings.scenario, spec)
     pool = None
     if dispatch == "stream":           # an LLM: token streaming over generation workers (code.common.llm)

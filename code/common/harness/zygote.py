@@ -39,7 +39,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 PRELOAD = ("numpy", "torch", "torchvision", "transformers", "transformers.modeling_utils",
            "transformers.models.llama.modeling_llama", "transformers.models.mixtral.modeling_mixtral",
-           "transformers.models.deepseek_v3.modeling_deepseek_v3", "transformers.models.gptj.modeling_gptj",
+           "transformers.models.deepseek_v3.modeling_deepseek_v3", "transformers.models.gpt_oss.modeling_gpt_oss",
+           "transformers.models.gptj.modeling_gptj",
            "transformers.models.bert.modeling_bert", "diffusers", "open_clip", "pytorch_fid.inception")
 # variables libraries read once, at import (cache folders, hub endpoints, thread pools, devices): a request whose
 # values differ from the zygote's gets a fresh interpreter

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Mapping
 
 # "plain": DeepSeek-R1's rules over the whole text; "harmony": GPT-OSS-120B's, the final channel first
 DIALECTS = ("plain", "harmony")
@@ -200,26 +200,40 @@ def judge(dataset: str, parsed, truth: Any, dialect: str) -> bool:
     raise NotJudgedHere(f"{dataset}: judged by {'the PRM800K grader' if kind == 'boxed' else 'LiveCodeBench'}")
 
 
-def score(datasets, outputs, truths, dialect: str) -> dict[str, Any]:
+def score(datasets, outputs, truths, dialect: str, repeats: Mapping[str, int] | None = None) -> dict[str, Any]:
     """The reference's exact_match over every sample: 100 for a right answer, 0 otherwise, averaged (a sample
     without an answer counts 0, as does one of a family judged elsewhere, whose count is in ``unjudged``).
-    Also each family's share right and how many answers were found."""
+    Also each family's share right and how many answers were found.
+
+    ``repeats`` ({lower-cased dataset name: n}, GPT-OSS-120B's eval_mlperf_accuracy.py DATASET_REPEATS): each
+    dataset's samples weigh 1/n (a name not in it: 1), i.e. 100 x sum(right_d / n_d) / sum(samples_d / n_d), as
+    the reference scores a set that holds each question n_d times."""
     from collections import Counter
 
     right, found, seen, unjudged = Counter(), Counter(), Counter(), Counter()
+    by_name, right_name = Counter(), Counter()
     for ds, out, truth in zip(datasets, outputs, truths):
         key = family_key(ds, dialect)
         seen[key] += 1
+        by_name[str(ds).lower()] += 1
         parsed = extract(ds, out, dialect)
         if parsed is None:
             continue
         found[key] += 1
         try:
-            right[key] += judge(ds, parsed, truth, dialect)
+            ok = judge(ds, parsed, truth, dialect)
+            right[key] += ok
+            right_name[str(ds).lower()] += ok
         except NotJudgedHere:
             unjudged[key] += 1
     n = sum(seen.values())
-    return {"exact_match": 100.0 * sum(right.values()) / n if n else 0.0, "samples": n,
+    if repeats is None:
+        em = 100.0 * sum(right.values()) / n if n else 0.0
+    else:
+        top = sum(right_name[d] / repeats.get(d, 1) for d in by_name)
+        bottom = sum(by_name[d] / repeats.get(d, 1) for d in by_name)
+        em = 100.0 * top / bottom if bottom else 0.0
+    return {"exact_match": em, "samples": n,
             "families": {k: {"samples": seen[k], "answered": found[k], "right": right[k]} for k in seen},
             "unjudged": dict(unjudged)}
 

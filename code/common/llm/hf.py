@@ -102,6 +102,15 @@ class TransformersStepModel(StepModel):
                                     self._pad_left(new.values, width - b, -2)], 0)
         self.mask = torch.cat([self._pad_left(self.mask, width - a, 1), self._pad_left(mask, width - b, 1)], 0)
         self.pos = torch.cat([self.pos, pos])
+        self._sync_lengths()
+
+    def _sync_lengths(self) -> None:
+        """A sliding-window layer (GPT-OSS's) sizes its attention mask by its own token count: after a merge
+        pads, or a leave trims, the columns, that count is the cache's width again. Exact while the window holds
+        the whole sequence (the tiny GPT-OSS: window = context); a sequence past the window is not supported here."""
+        for layer in self.cache.layers:
+            if hasattr(layer, "cumulative_length"):
+                layer.cumulative_length = int(layer.keys.shape[-2])
 
     def step(self, last_tokens, suppress_eos):
         torch = self.torch
@@ -128,6 +137,7 @@ class TransformersStepModel(StepModel):
             for layer in self.cache.layers:
                 layer.keys, layer.values = layer.keys[..., lead:, :], layer.values[..., lead:, :]
             self.mask = self.mask[:, lead:]
+            self._sync_lengths()
 
     def warmup(self) -> None:
         p = np.arange(1, 9, dtype=np.int64) % max(2, self.vocab_size)

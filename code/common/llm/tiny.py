@@ -127,6 +127,17 @@ def tiny_config(kind: str, vocab_size: int, context: int):
                                 n_group=2, topk_group=1, kv_lora_rank=16, q_lora_rank=24, qk_rope_head_dim=8,
                                 qk_nope_head_dim=8, v_head_dim=16, max_position_embeddings=context,
                                 bos_token_id=BOS, eos_token_id=EOS, pad_token_id=EOS, tie_word_embeddings=False)
+    if kind == "gpt_oss":         # GPT-OSS-120B's shape: sliding / full attention layers in turn, attention sinks,
+        from transformers import GptOssConfig        # 4 experts top-2 (the real one: 128, top-4), GQA 4:2
+
+        # the window is the context: the sliding layers keep their own layer type and mask path, but never slide in
+        # a tiny run, where the scheduler's left-padded cache merge needs every layer to hold the whole sequence
+        return GptOssConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=64, num_hidden_layers=4,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+                            num_experts_per_tok=2, sliding_window=context, max_position_embeddings=context,
+                            layer_types=["sliding_attention", "full_attention"] * 2,
+                            rope_parameters={"rope_type": "default", "rope_theta": 150000.0},
+                            bos_token_id=BOS, eos_token_id=EOS, pad_token_id=EOS, tie_word_embeddings=False)
     raise ValueError(f"no tiny model kind {kind!r}")
 
 

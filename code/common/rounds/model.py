@@ -40,7 +40,10 @@ class RoundBenchmark:
     edge_scenarios: tuple[str, ...] = ()       # required scenarios for system_type "edge" (empty: not edge)
     datacenter_scenarios: tuple[str, ...] = () # required scenarios for "datacenter" (empty: not datacenter)
     both_scenarios: tuple[str, ...] = ()       # required for "datacenter,edge"
-    dataset_size: int = 0                      # samples an accuracy run must cover
+    dataset_size: int = 0                      # samples an accuracy run must cover (checker dataset-size)
+    # where the accuracy set is its own, smaller file (the checker's accuracy-sample-count: gpt-oss-120b's 4,395
+    # against a 6,396-sample performance set); 0: dataset_size
+    accuracy_sample_count: int = 0
     performance_sample_count: int = 0          # minimum effective_performance_sample_count
     compliance_tests: tuple[str, ...] = ()     # audits a closed submission must include
     test01_sampling_target: int = 0            # accuracy_log_sampling_target of TEST01
@@ -71,6 +74,11 @@ class RoundBenchmark:
         """Every scenario the round defines for this entry, in any category (optional ones included)."""
         return tuple(dict.fromkeys(self.edge_scenarios + self.datacenter_scenarios + self.both_scenarios
                                    + self.optional_scenarios))
+
+    @property
+    def accuracy_samples(self) -> int:
+        """Samples an accuracy run must cover."""
+        return self.accuracy_sample_count or self.dataset_size
 
     def accuracy_reference(self, metric: str) -> float | None:
         """The reference model's score behind a target, as the checker's table implies it: the middle of

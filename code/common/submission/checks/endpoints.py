@@ -83,8 +83,8 @@ def _accuracy(f: Findings, path: Path, acc: dict, rb: rounds.RoundBenchmark) -> 
     scores = [s for s in acc.get("accuracy_scores") or [] if isinstance(s, dict)
               and s.get("dataset_type", "accuracy") == "accuracy"]
     n = sum(int(s.get("total_samples") or (s.get("response_counts") or {}).get("issued") or 0) for s in scores)
-    if n != rb.dataset_size:
-        f.error(path, f"accuracy run covered {n} samples; the {rb.name} dataset has {rb.dataset_size} "
+    if n != rb.accuracy_samples:
+        f.error(path, f"accuracy run covered {n} samples; the {rb.name} accuracy set has {rb.accuracy_samples} "
                       "(every sample must be scored)")
     found: dict[str, float] = {}
     for s in scores:
