@@ -326,6 +326,7 @@ tiny_bert = _tiny_fixture("tiny_bert", "bert", "The tiny BERT: model, WordPiece 
 tiny_mixtral = _tiny_fixture("tiny_mixtral", "mixtral_8x7b", "The tiny Mixtral (4 experts, top-2): model, 15k-format pickle of all three kinds, prompts.")
 tiny_llama31 = _tiny_fixture("tiny_llama31", "llama3_1_8b", "The tiny Llama3.1-8B: model, cnn_eval.json + edge subset, prompts of both twins.")
 tiny_deepseek = _tiny_fixture("tiny_deepseek", "deepseek_r1", "The tiny DeepSeek-R1 (DeepSeek-V3 shape: MLA, 8 routed experts): model, 4,388-format pickle of three families, prompts.")
+tiny_gpt_oss = _tiny_fixture("tiny_gpt_oss", "gpt_oss_120b", "The tiny GPT-OSS-120B (GptOss shape: sliding/full attention, sinks, 4 experts top-2): model, harmony-format accuracy and performance Parquet sets, prompts.")
 tiny_llama405 = _tiny_fixture("tiny_llama405", "llama3_1_405b", "The tiny Llama3.1-405B (Llama shape): model, 8,313-format pickle of the three metrics, prompts.")
 tiny_dlrm = _tiny_fixture("tiny_dlrm", "dlrm_v2", "The tiny DLRM-v2: DCNv2 model, synthetic multi-hot Criteo day-23 set and query trace.")
 

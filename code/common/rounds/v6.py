@@ -4,7 +4,7 @@ b66003e10e2db4b8c36a448b0545ec90fcc6e9e9 ("Require only one of server or interac
 2026-08-20). ``v5.py`` (v5.0, v5.1) is read from the same commit; it says which constant each field
 comes from. ``tests/test_rounds_official.py`` compares both files with a checkout.
 
-Only the harness's benchmarks are listed (rgat, whisper, gpt-oss-120b,
+Only the harness's benchmarks are listed (rgat, whisper,
 qwen3-vl, wan-2.2, dlrm-v3, yolo, e2e-rag, pointpainting are not). The scenario tuples hold the
 required scenarios; the checker's *optional* ones ("one of Interactive or Server" for the datacenter
 LLMs since v5.1, ``optional-scenarios-datacenter``) are ``RoundBenchmark.optional_scenarios``.
@@ -12,7 +12,8 @@ LLMs since v5.1, ``optional-scenarios-datacenter``) are ``RoundBenchmark.optiona
 from __future__ import annotations
 
 from code.common.rounds.model import Round, seeds
-from code.common.rounds.v5 import AUDIT_ACCURACY_LOG_RNG_SEED, MIN_DURATION_MS, OFF, SRV, V5_1, edit, sdxl
+from code.common.rounds.v5 import (AUDIT_ACCURACY_LOG_RNG_SEED, MIN_DURATION_MS, OFF, SRV, TOKENS, V5_1, edit, entry,
+                                   sdxl)
 
 CHECKER_COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"
 
@@ -22,6 +23,14 @@ SEEDS_V60 = seeds(2465351861681999779, 14276810075590677512, 3936089224930324775
 SEEDS_V61 = seeds(2085463073848966840, 2747215439041700203, 16159082839903944936)
 
 _V51 = V5_1.benchmarks
+
+# GPT-OSS-120B (v6.0 on): Offline required, one of Interactive or Server; 6,396 performance samples, a separate
+# 4,395-sample accuracy set (accuracy-sample-count); exact_match >= 99% of 83.13, an upper limit on the mean output
+# length (1.1 x 9999 tokens); audited by TEST07 (accuracy in performance mode) and TEST09 (output length).
+GPT_OSS_120B = entry("gpt-oss-120b", "gpt_oss_120b", "gpt-oss-120b", dc=(OFF,), both=(OFF,),
+                     optional_scenarios=("Interactive", SRV), size=6396, psc=6396, accuracy_sample_count=4395,
+                     tests=("TEST07", "TEST09"), result_field=TOKENS, acc=("exact_match", 83.13 * 0.99),
+                     up=("TOKENS_PER_SAMPLE", 1.1 * 9999))
 
 # ---------------------------------------------------------------------------------------------- v6.0
 # DLRMv2 leaves (dlrm-v3 replaces it); RetinaNet is only in the datacenter,edge category; SDXL leaves
@@ -36,6 +45,7 @@ _V60 = {
     "llama3.1-405b": _V51["llama3.1-405b"],
     **edit(_V51, "deepseek-r1", datacenter_scenarios=(OFF,), both_scenarios=(OFF,),
            optional_scenarios=("Interactive", SRV)),
+    "gpt-oss-120b": GPT_OSS_120B,
 }
 
 V6_0 = Round(version="v6.0", loadgen_versions=("6.0.5", "6.0.15"), seeds=SEEDS_V60,
@@ -54,13 +64,13 @@ V6_1 = Round(
         # ResNet50 ("resnet" since v5.0) is an edge-only benchmark since v5.1, as in v6.0.
         "resnet": _V60["resnet"],
         **{n: _V60[n] for n in ("bert-99", "bert-99.9", "3d-unet-99", "3d-unet-99.9", "llama3.1-8b",
-                                "llama3.1-8b-edge", "llama2-70b-99.9", "deepseek-r1")},
+                                "llama3.1-8b-edge", "llama2-70b-99.9", "deepseek-r1", "gpt-oss-120b")},
         # SDXL is edge (SingleStream, Offline) as in v6.0; its accuracy run saves the images of
         # text_to_image/tools/sample_ids.txt of v6.1 (4b790a61 "Add constants for v6.1"); the checker's
         # REQUIRED_ACC_BENCHMARK has no v6.1 list yet.
         "stable-diffusion-xl": sdxl(("4475", "3627", "1046", "4937", "3867", "1671", "3789", "1206", "4111", "3093")),
     },
     # ENDPOINTS_ALLOWED_MODELS, the harness's benchmarks of it (also wan-2.2-t2v-a14b, qwen3-vl-235b-a22b,
-    # qwen3.6-27b and gpt-oss-120b); RESULT_FIELD_ENDPOINTS reads such results for v6.1 only
-    endpoints_models=frozenset({"llama3.1-8b", "llama3.1-8b-edge", "deepseek-r1"}),
+    # qwen3.6-27b); RESULT_FIELD_ENDPOINTS reads such results for v6.1 only
+    endpoints_models=frozenset({"llama3.1-8b", "llama3.1-8b-edge", "deepseek-r1", "gpt-oss-120b"}),
 )
