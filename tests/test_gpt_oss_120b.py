@@ -99,16 +99,16 @@ def test_gpt_oss_official_eval_mlperf_accuracy_scores_the_same_log(go, tmp_path)
 
 def test_gpt_oss_server_and_interactive_bounds_and_names(go):
     env, root = go["env"], go["root"]
-    qps = server_rate(go["perf"], 0.4, cap=8)                # 40% of this machine's Offline rate just measured
+    qps = server_rate(go["perf"], 0.25, cap=6)               # a quarter of this machine's Offline rate just measured
     run_main("--action=run_harness", *GO, "--scenarios=Server", f"--server_target_qps={qps}",
-             "--min_query_count=48", "--min_duration=1000", f"--log_dir={root / 'server'}", env=env, check=True,
+             "--min_query_count=40", "--min_duration=1000", f"--log_dir={root / 'server'}", env=env, check=True,
              latency=True)
     m = one(root / "server")
     t = m["tokens"]
     assert m["loadgen_model"] == "gpt-oss-120b" and t["result_field"] == "result_completed_tokens_per_second"
     assert t["ttft_limit_ns"] == 600_000_000 and t["tpot_limit_ns"] == 100_000_000
     assert t["ttft_mean_ns"] < t["ttft_limit_ns"] and t["tpot_p99_ns"] < t["tpot_limit_ns"], t
-    # 48 queries make the p99 the slowest one, which a busy 2-core machine can push past the tiny TTFT bound
+    # 40 queries make the p99 the slowest one, which a busy 2-core machine can push past the tiny TTFT bound
     # (seen here: 760 ms, mean 60 ms): valid, short of early stopping, or over a bound with the advice to lower the
     # load; nothing else
     assert m["valid"] or all("early stopping" in w or ("ms bound" in w and "Lower the load" in w)
