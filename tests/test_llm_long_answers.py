@@ -92,3 +92,31 @@ def test_a_worker_that_stops_stepping_is_still_a_stall():
         time.sleep(0.05)
     mon.stop()
     assert stalls and stalls[0]["state"] == "stuck in a step" and stalls[0]["completed"] == 0
+
+
+def test_batched_sequences_past_a_sliding_window_are_refused_in_one_line():
+    """GPT-OSS's sliding-window layers keep the last window-1 tokens, while the in-flight merge pads every row to
+    the batch's width: past the window the rows would attend to the wrong tokens, so the step model refuses (the
+    tiny GPT-OSS sets the window to its context and never gets there)."""
+    import pytest
+    import torch
+
+    from code.common.llm.tiny import tiny_config
+
+    torch.manual_seed(0)
+    cfg = tiny_config("gpt_oss", 64, 256)
+    cfg.sliding_window = 8
+    from transformers import GptOssForCausalLM
+
+    step = TransformersStepModel(GptOssForCausalLM(cfg).eval(), eos_token_id=2, pad_token_id=2)
+    step.join([np.arange(3, 7)], [True])                       # 4 tokens: inside the window, batched fine
+    step.join([np.arange(3, 8)], [True])
+    assert step.cache.layers[0].cumulative_length == 5
+    with pytest.raises(RuntimeError, match=r"8-token sliding window.*--backend=vllm") as e:
+        for _ in range(3):                                     # two rows decoding past it
+            step.step([5, 6], [True, True])
+    assert "\n" not in str(e.value)
+    step.leave([0, 1])
+    step.join([np.arange(3, 15)], [True])                      # one row past it: batch 1 is transformers' own case
+    with pytest.raises(RuntimeError, match=r"8-token sliding window"):
+        step.join([np.arange(3, 13)], [True])                  # a second one joining it

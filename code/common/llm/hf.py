@@ -75,6 +75,7 @@ class TransformersStepModel(StepModel):
         torch = self.torch
         lens = [len(p) for p in prompts]
         width = max(lens)
+        self._within_window(width, len(prompts))
         ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
         for i, p in enumerate(prompts):
@@ -96,6 +97,7 @@ class TransformersStepModel(StepModel):
         torch = self.torch
         a, b = self.mask.shape[1], mask.shape[1]
         width = max(a, b)
+        self._within_window(width, self.mask.shape[0] + mask.shape[0])
         for old, new in zip(self.cache.layers, cache.layers):
             old.keys = torch.cat([self._pad_left(old.keys, width - a, -2), self._pad_left(new.keys, width - b, -2)], 0)
             old.values = torch.cat([self._pad_left(old.values, width - a, -2),
@@ -112,9 +114,21 @@ class TransformersStepModel(StepModel):
             if hasattr(layer, "cumulative_length"):
                 layer.cumulative_length = int(layer.keys.shape[-2])
 
+    def _within_window(self, width: int, rows: int) -> None:
+        """Refuse ``rows`` > 1 sequences ``width`` columns wide past a sliding window: its layers keep the last
+        window - 1 tokens while the batch's mask keeps every column, and the rows would attend to the wrong ones."""
+        window = getattr(self.config, "sliding_window", None) or 0
+        if window and rows > 1 and width >= window - 1 and "sliding_attention" in (getattr(self.config, "layer_types",
+                                                                                            None) or ()):
+            raise RuntimeError(
+                f"batched sequences reached the model's {window}-token sliding window, which the transformers backend's "
+                "in-flight batching does not support; run with --backend=vllm (or a vLLM/SGLang server and "
+                "--backend=openai), or --gpu_batch_size=1")
+
     def step(self, last_tokens, suppress_eos):
         torch = self.torch
         ids = torch.tensor(last_tokens, dtype=torch.long, device=self.device)[:, None]
+        self._within_window(self.mask.shape[1] + 1, self.mask.shape[0])
         self.mask = torch.cat([self.mask, torch.ones((self.mask.shape[0], 1), dtype=torch.long, device=self.device)], 1)
         with torch.inference_mode():
             nxt = self._greedy(self._forward(ids, self.mask, self.pos[:, None], self.cache), suppress_eos)
