@@ -362,10 +362,17 @@ def server_run(args: tuple[str, ...], log_dir: Path, env: dict, qps: float,
         d = Path(log_dir) / f"try{n}"
         r = run_main(*args, f"--server_target_qps={qps}", f"--log_dir={d}", env=env, check=True, latency=True)
         [m] = metadata_under(d)
-        if m["valid"] or not all(any(k in w for k in LOAD_REASONS) for w in m["invalid_reasons"]):
+        if valid_or_short(m) or not all(any(k in w for k in LOAD_REASONS) for w in m["invalid_reasons"]):
             break
         qps = round(0.5 * qps, 2)
     return m, qps, r
+
+
+def valid_or_short(m: dict) -> bool:
+    """VALID, or INVALID only because its few hundred queries cannot prove the p99 to LoadGen's early stopping
+    (a tiny run is sized near that minimum: two slow queries of 480 on a busy 2-core machine asked for 182 more,
+    all within the bound); the p99 itself is asserted by the caller."""
+    return bool(m["valid"] or (m["invalid_reasons"] and all("early stopping" in w for w in m["invalid_reasons"])))
 
 
 def assert_short_of_early_stopping(m: dict) -> None:

@@ -12,8 +12,7 @@ LLMs since v5.1, ``optional-scenarios-datacenter``) are ``RoundBenchmark.optiona
 from __future__ import annotations
 
 from code.common.rounds.model import Round, seeds
-from code.common.rounds.v5 import (AUDIT_ACCURACY_LOG_RNG_SEED, MIN_DURATION_MS, OFF, SRV, TOKENS, V5_1, edit, entry,
-                                   sdxl)
+from code.common.rounds.v5 import AUDIT_ACCURACY_LOG_RNG_SEED, MIN_DURATION_MS, OFF, SRV, TOKENS, V5_1, edit, entry, sdxl
 
 CHECKER_COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"
 

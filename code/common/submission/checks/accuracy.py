@@ -34,7 +34,8 @@ def check_accuracy(f: Findings, d: Path, rnd: rounds.Round, rb: rounds.RoundBenc
         log_basics(f, log, rnd, "accuracy")
         n = log.get("effective_accuracy_sample_count", log.get("qsl_reported_total_count"))
         if n != rb.accuracy_samples:
-            f.error(log.path, f"accuracy run covered {n} samples; the {rb.name} accuracy set has {rb.accuracy_samples} "
+            what = "accuracy set" if rb.accuracy_sample_count else "dataset"
+            f.error(log.path, f"accuracy run covered {n} samples; the {rb.name} {what} has {rb.accuracy_samples} "
                               "(every sample must be scored)")
     txt = a / "accuracy.txt"
     text = read_text(f, txt) if txt.is_file() else None
