@@ -2,7 +2,6 @@
 generation (greedy, up to 20,000 new tokens) and exact-match scoring (``code.common.llm.exact_match``)."""
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -87,28 +86,7 @@ class DeepSeekR1Benchmark(LLMBenchmark):
         if not self.tiny:
             self.download_real_data()
             return
-        from code.common.llm import exact_match
-        from code.common.llm.harness import save_prompts
-
-        out_dir, tok, prompts, truths = self._tiny_raw()
-        kinds = self.read_extra(tok, out_dir)["dataset"]
-        outs = self._plain_generate(prompts)
-        texts = tok.batch_decode(outs, skip_special_tokens=True)
-        targets, found = [], 0
-        for i, (k, t, truth) in enumerate(zip(kinds, texts, truths)):
-            got = exact_match.extract(k, t, DIALECT)
-            if got is None:
-                targets.append(truth)
-                continue
-            found += 1
-            if i % 4 == 3:                   # a wrong truth: the metric is not 100 by construction
-                got = (int(got) + 1) % 1000 if isinstance(got, int) else "ABCDEFGHIJ"[("ABCDEFGHIJ".index(got) + 1) % 4]
-            targets.append(str(got))
-        self.make_tiny_raw(tok, out_dir, targets)
-        save_prompts(out_dir / "generate_reference.npz", outs)
-        n = Counter(exact_match.family_key(k, DIALECT) for k in kinds)
-        print(f"[download_data] {len(prompts)} synthetic questions ({', '.join(f'{v} {k}' for k, v in n.items())}; "
-              f"an answer found in {found} of plain generate's outputs) -> {out_dir}")
+        self._tiny_exact_match_set(DIALECT)
 
     def download_real_model(self) -> None:
         from code.deepseek_r1 import download

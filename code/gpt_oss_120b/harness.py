@@ -11,7 +11,6 @@ with the reference command that scores it.
 """
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -150,27 +149,7 @@ class GptOss120BBenchmark(LLMBenchmark):
         if not self.tiny:
             self.download_real_data()
             return
-        from code.common.llm import exact_match
-
-        out_dir, tok, prompts, truths = self._tiny_raw()
-        kinds = self.read_extra(tok, out_dir)["dataset"]
-        outs = self._plain_generate(prompts)
-        texts = tok.batch_decode(outs, skip_special_tokens=self.skip_special_tokens)
-        targets, found = [], 0
-        for i, (k, t, truth) in enumerate(zip(kinds, texts, truths)):
-            got = exact_match.extract(k, t, DIALECT)
-            if got is None:
-                targets.append(truth)
-                continue
-            found += 1
-            if i % 4 == 3:                   # a wrong truth: the metric is not 100 by construction
-                got = (int(got) + 1) % 1000 if isinstance(got, int) else "ABCD"[("ABCD".index(got) + 1) % 4]
-            targets.append(str(got))
-        self.make_tiny_raw(tok, out_dir, targets)
-        save_prompts(out_dir / "generate_reference.npz", outs)
-        n = Counter(kinds)
-        print(f"[download_data] {len(prompts)} synthetic harmony questions ({', '.join(f'{v} {k}' for k, v in n.items())}"
-              f"; an answer found in {found} of plain generate's outputs) -> {out_dir}")
+        self._tiny_exact_match_set(DIALECT, "synthetic harmony questions")
 
     def download_real_model(self) -> None:
         from code.gpt_oss_120b import download

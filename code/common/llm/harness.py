@@ -310,6 +310,36 @@ class LLMBenchmark(Benchmark):
         else:
             dl.download_punkt_tab(fix=self.fix("download_data"), tag=f"[{self.spec.mlperf_name}]")
 
+    def _tiny_exact_match_set(self, dialect: str, what: str = "synthetic questions") -> None:
+        """The tiny set of an exact-match benchmark (DeepSeek-R1, GPT-OSS-120B): its ground truth is what the
+        reference's extraction (``code.common.llm.exact_match``, ``dialect``) reads in plain ``model.generate``'s
+        answer, decoded as the benchmark scores, for three samples in four (a wrong one for the fourth); a sample
+        whose answer holds nothing to extract keeps its seeded truth. Writes the set and generate's answers."""
+        from collections import Counter
+
+        from code.common.llm import exact_match
+
+        out_dir, tok, prompts, truths = self._tiny_raw()
+        kinds = self.read_extra(tok, out_dir)["dataset"]
+        outs = self._plain_generate(prompts)
+        texts = tok.batch_decode(outs, skip_special_tokens=self.skip_special_tokens)
+        letters = "ABCDEFGHIJ"
+        targets, found = [], 0
+        for i, (k, t, truth) in enumerate(zip(kinds, texts, truths)):
+            got = exact_match.extract(k, t, dialect)
+            if got is None:
+                targets.append(truth)
+                continue
+            found += 1
+            if i % 4 == 3:                   # a wrong truth: the metric is not 100 by construction
+                got = (int(got) + 1) % 1000 if isinstance(got, int) else letters[(letters.index(got) + 1) % 4]
+            targets.append(str(got))
+        self.make_tiny_raw(tok, out_dir, targets)
+        save_prompts(out_dir / "generate_reference.npz", outs)
+        n = Counter(exact_match.family_key(k, dialect) for k in kinds)
+        print(f"[download_data] {len(prompts)} {what} ({', '.join(f'{v} {k}' for k, v in n.items())}; "
+              f"an answer found in {found} of plain generate's outputs) -> {out_dir}")
+
     def _tiny_raw(self):
         """The tiny set's first draft (the model built if missing): (folder, tokenizer, prompts, targets)."""
         from code.common.llm import tiny
