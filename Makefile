@@ -27,7 +27,7 @@ SUBMISSION_ARGS = --submitter=$(SUBMITTER) $(ROUND_ARG) $(RUN_ARGS) $(ARGS)
 DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
 .PHONY: prebuild venv build info download_model download_data preprocess_data calibrate generate_engines run_harness run \
-        find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 update_results truncate_results export_submission \
+        find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 run_audit_test07 run_audit_test09 update_results truncate_results export_submission \
         check_submission demo test docs clean bench add_system doctor report run_llm_server stop_llm_server gpu_check
 
 venv: $(STAMP)
@@ -104,6 +104,14 @@ run_audit_test04: venv
 # LLMs: first token, EOS and output-length checks (compliance/TEST06)
 run_audit_test06: venv
 	$(MAIN) --action=run_audit_harness --audit_test=TEST06 $(ROUND_ARG) $(RUN_ARGS)
+
+# gpt-oss-120b (v6.0 on): TEST07 scores a performance-mode run over its GPQA compliance set (every sample logged);
+# TEST09 checks the mean output length of a performance-mode run over the whole performance set
+run_audit_test07: venv
+	$(MAIN) --action=run_audit_harness --audit_test=TEST07 $(ROUND_ARG) $(RUN_ARGS)
+
+run_audit_test09: venv
+	$(MAIN) --action=run_audit_harness --audit_test=TEST09 $(ROUND_ARG) $(RUN_ARGS)
 
 # OpenAI-compatible LLM servers for --backend=openai (vLLM, SGLang, trtllm-serve or the harness's own), one per
 # model instance; build/llm_server/endpoints.json names them

@@ -47,7 +47,7 @@ def plan(argv: list[str]) -> tuple[dict[str, Any], list]:
     scen = {s.name: A.parse_scenarios(cli.get("scenarios", ()), s.scenarios, s.name) for s in specs}
     A.check_applicable(cli, reg, action, [s.name for s in specs], scen)
     if action == "run_audit_harness" and not cli.get("audit_test"):
-        raise HarnessError("--action=run_audit_harness needs --audit_test", "add --audit_test=TEST01 (or TEST04; TEST06 for LLMs)")
+        raise HarnessError("--action=run_audit_harness needs --audit_test", "add --audit_test=TEST01 (or TEST04; TEST06 for LLMs; TEST07 and TEST09 for gpt-oss-120b)")
     system = match_system(detect(), cli.get("system_name"))
     wanted_vers = cli.get("config_ver") or ("default",)
     out = []

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -192,15 +194,23 @@ def test_gpt_oss_real_data_from_r2_checked_then_a_bad_set_refused(mirror, tmp_pa
             for i, d in enumerate(("aime25", "gpqa_diamond", "livecodebench_v6"))]
     acc = _parquet(tmp_path / "a.parquet", rows)
     perf = _parquet(tmp_path / "p.parquet", [{k: v for k, v in r.items() if k != "ground_truth"} for r in rows[:2]])
-    mirror.add_r2(god.DATA_URI, god.DATA_BASE, {god.ACCURACY_FILE: acc, god.PERFORMANCE_FILE: perf})
+    comp = _parquet(tmp_path / "c.parquet", [rows[1], {**rows[1], "ground_truth": "B"}])
+    mirror.add_r2(god.DATA_URI, god.DATA_BASE, {god.ACCURACY_FILE: acc, god.PERFORMANCE_FILE: perf,
+                                                god.COMPLIANCE_GPQA_FILE: comp})
     monkeypatch.setattr(god, "ACCURACY_MD5", md5(acc))
     monkeypatch.setattr(god, "PERFORMANCE_MD5", md5(perf))
+    monkeypatch.setattr(god, "COMPLIANCE_MD5", md5(comp))
     monkeypatch.setattr(god, "ACCURACY_SAMPLES", 3)
     monkeypatch.setattr(god, "PERFORMANCE_SAMPLES", 2)
+    monkeypatch.setattr(god, "COMPLIANCE_SAMPLES", 2)
     dest = tmp_path / "data"
     out = god.download_data(dest, log=lambda *a: None)
     assert out == dest / "acc" / "acc_eval_ref.parquet" and out.read_bytes() == acc
     assert (dest / "perf" / "perf_eval_ref.parquet").read_bytes() == perf
+    assert (dest / "acc" / "acc_eval_compliance_gpqa.parquet").read_bytes() == comp      # TEST07's set
+    with pytest.raises(HarnessError, match="TEST07's set holds only GPQA questions, not 'aime25'"):
+        _parquet(tmp_path / "c2.parquet", rows[:2])
+        god.check_compliance_set(tmp_path / "c2.parquet", "fix")
     rec = json.loads((dest / "download.json").read_text())
     assert rec["files"][god.ACCURACY_FILE] == {"md5": md5(acc), "source": "mlcommons-r2"}
     n = len(mirror.hits)
@@ -246,3 +256,101 @@ def test_gpt_oss_data_dir_without_the_sets_is_one_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert lines[0] == f"error: acc/acc_eval_ref.parquet not found in {tmp_path}", lines
     assert "metadata/gpt-oss-data.uri" in lines[1] and len(lines) == 2
+
+
+def _config_values(text: str) -> dict[str, str]:
+    """``key = value`` of an audit.config, the last line of a key winning (as LoadGen and run_verification.py)."""
+    out = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            k, v = (x.strip() for x in line.split("=", 1))
+            out[k.split(".")[-1]] = v
+    return out
+
+
+@pytest.mark.parametrize("test", ["TEST07", "TEST09"])
+def test_gpt_oss_audit_config_is_the_official_file(test):
+    """Our TEST07/TEST09 audit.config for the real gpt-oss-120b holds every key and value of the official
+    compliance/<test>/gpt-oss-120b/audit.config (the checker reads only their verify files: these values are the test)."""
+    from code.common import rounds
+    from code.common.compliance.audit_config import audit_config
+
+    official = _config_values(official_root("compliance", test, "gpt-oss-120b", "audit.config").read_text())
+    rnd = rounds.ROUNDS["v6.1"]
+    ours = _config_values(audit_config(test, rnd, rnd.benchmarks["gpt-oss-120b"], "Offline"))
+    assert {k: float(v) for k, v in ours.items()} == {k: float(v) for k, v in official.items()}, (ours, official)
+
+
+def test_gpt_oss_test07_test09_pass_catch_truncation_staged_and_checked(go, tmp_path):
+    """TEST07 (exact match of a performance-mode run over the GPQA compliance set, every sample logged) and TEST09
+    (mean output length over the whole performance set) on the tiny model: each passes, and each fails on a planted
+    fault (answers cut at 3 tokens: --plant_output_limit), our verdict and the official run_verification.py's alike;
+    the tiny audit.config carries the tiny set's sizes and thresholds measured on plain generate. Then the module's
+    runs and the passing audits are staged, truncated and exported for v6.1, and the official checker reads the
+    TEST07/TEST09 files where it expects them and finds nothing wrong with them."""
+    build = tmp_path / "build"
+    (build / "logs").mkdir(parents=True)
+    for name in ("acc", "perf", "server"):              # the module's runs (the Server test ran before this one)
+        if (go["root"] / name).is_dir():
+            shutil.copytree(go["root"] / name, build / "logs" / name)     # staging's scan follows no links
+    env = dict(go["env"], MLPERF_BUILD_DIR=str(build), MLPERF_STAGING_ROOT=str(tmp_path / "stage"))
+    official = bool(os.environ.get("MLPERF_INFERENCE_DIR"))
+    verdict = {"TEST07": ("accuracy", "verify_accuracy.txt"), "TEST09": ("output_len", "verify_output_len.txt")}
+    for test, (kind, name) in verdict.items():
+        d = build / "compliance_logs" / test
+        args = ("--action=run_audit_harness", f"--audit_test={test}", *GO, "--scenarios=Offline")
+        bad = run_main(*args, "--plant_output_limit=3", env=env)
+        assert bad.returncode == 4 and "Traceback" not in bad.stderr, bad.stdout + bad.stderr
+        [vj] = list(d.rglob("verification.json"))
+        rec = json.loads(vj.read_text())
+        assert not rec["passed"] and rec[kind]["reasons"], rec
+        assert "TEST FAIL" in (vj.parent / name).read_text()
+        if official:                                    # the official script ran on the same log and agreed
+            assert rec["official"][kind]["passed"] is False and rec["errors"] == [], rec
+        run_main(*args, env=env, check=True)
+        rec = json.loads(vj.read_text())
+        assert rec["passed"] and rec["errors"] == [], rec
+        if official:
+            assert rec["official"][kind]["passed"] is True, rec["official"]["output"]
+        cfg = _config_values(rec["audit_config"])
+        meta = json.loads((vj.parent / "metadata.json").read_text())
+        assert meta["audit_official_config"] is False and meta["valid"] is not None
+        a = rec[kind]
+        if test == "TEST07":
+            assert a["samples"] == int(cfg["min_query_count"]) == 12 and a["score"] >= float(cfg["test07_accuracy_threshold"])
+            print(f"FIGURE tiny TEST07: exact_match {a['score']:.4g} over {a['samples']} GPQA samples, threshold "
+                  f"{a['threshold']} (99% of plain generate's); official verdict: {rec.get('official', {}).get(kind, {}).get('passed')}")
+        else:
+            assert a["samples"] == int(cfg["min_query_count"]) == N
+            assert float(cfg["test09_min_output_tokens"]) <= a["mean_output_tokens"] <= float(cfg["test09_max_output_tokens"])
+            print(f"FIGURE tiny TEST09: mean output {a['mean_output_tokens']:.2f} tokens, allowed [{a['min']}, {a['max']}]")
+    for action in ("update_results", "truncate_results", "export_submission"):
+        r = run_main(f"--action={action}", *([] if action == "truncate_results" else ["--round=v6.1"]), env=env)
+        assert r.returncode == 0, (action, r.stdout, r.stderr)
+    staged = list((tmp_path / "stage").rglob("gpt-oss-120b/Offline"))
+    assert staged, list((tmp_path / "stage").rglob("*"))
+    sub = build / "submission"
+    [t7] = list(sub.rglob("gpt-oss-120b/Offline/TEST07"))
+    [t9] = list(sub.rglob("gpt-oss-120b/Offline/TEST09"))
+    assert "TEST PASS" in (t7 / "verify_accuracy.txt").read_text()
+    assert "TEST PASS" in (t9 / "verify_output_len.txt").read_text()
+    assert (t7 / "accuracy" / "mlperf_log_accuracy.json").is_file() and (t9 / "accuracy" / "mlperf_log_accuracy.json").is_file()
+    from code.common.submission import check
+
+    pre = [ln for ln in check.check(sub, version="v6.1").lines() if ln.startswith("ERROR") and re.search("TEST0[79]", ln)]
+    assert pre == [], pre
+    if not official:
+        return
+    rc, lines = check.run_official_checker(sub, "OpenHarness", "v6.1", official_root())
+    print("\n".join(lines))
+    errors = [ln for ln in lines if "ERROR" in ln and "SUMMARY" not in ln]
+    assert not [ln for ln in lines if "Traceback" in ln], lines
+    assert any("Test duration less than 600s" in ln for ln in errors), errors      # it did read the runs
+    # what a tiny CPU run cannot avoid: its length and sample counts, the tiny model's accuracy, and the Server run
+    # (40 queries here; LoadGen's early stopping wants ~460, too long for the suite) not VALID, so not staged; the
+    # checker reads the compliance folders only of a result whose performance and accuracy checks passed
+    unavoidable = (r"Test duration less than", r"minimum samples per query", r"accuracy not met",
+                   r"does not cover all dataset", r"missing \['\(one of\) Interactive or Server'\]",
+                   r"Some (performance|accuracy) checks Checks failed", r"NoResults ")
+    assert [ln for ln in errors if not any(re.search(p, ln) for p in unavoidable)] == [], errors

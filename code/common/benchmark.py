@@ -98,9 +98,26 @@ class Benchmark(abc.ABC):
     # the LoadGen mode of the run this object serves (the harness child sets it before make_qsl): a benchmark whose
     # accuracy and performance sets differ (GPT-OSS-120B) picks its QSL and generation limits by it
     test_mode: str = "PerformanceOnly"
+    # the compliance test the run serves (None: none); TEST07 runs over a set of its own (GPT-OSS-120B's)
+    audit_test: str | None = None
 
     def __init__(self, settings: "RunSettings"):
         self.settings = settings
+
+    def audit_overrides(self, test: str) -> dict[str, float]:
+        """audit.config values of ``test`` that differ from the official file for this variant's data (a tiny
+        set: its sample count, thresholds measured on its own model); an audit with any is not the official one."""
+        return {}
+
+    def audit_score(self, accuracy_log: str) -> tuple[dict[str, Any], str]:
+        """TEST07: (metrics, printed text) of a performance-mode log over the audit's own set."""
+        from code.common.errors import HarnessError
+
+        raise HarnessError(f"{self.spec.name} has no TEST07 scorer", "TEST07 is gpt-oss-120b's audit")
+
+    def official_accuracy_command(self, root: Path, test: str) -> str | None:
+        """TEST07: the reference's accuracy script as run_verification.py runs it (``{accuracy_log}`` for the log)."""
+        return None
 
     @property
     def tiny(self) -> bool:

@@ -250,6 +250,8 @@ CORE_FIELDS: tuple[Field, ...] = (
           flag_value=True, config=False, actions=RUN, control=True),
     Field("plant_first_token", parse_bool, False, "TEST ONLY, LLMs: report a first token that differs from the "
           "output's first token (makes TEST06 fail).", flag_value=True, config=False, actions=RUN, control=True),
+    Field("plant_output_limit", parse_int, 0, "TEST ONLY, LLMs: cut every answer at this many tokens, the truncation "
+          "TEST09 (and TEST07's accuracy) exists to catch; 0: off.", config=False, actions=RUN, control=True, minimum=0),
     # --- workload (RunSettings) ---
     Field("round", parse_str, None, "MLPerf Inference round to file for (default: the one whose seeds the installed "
           "LoadGen carries). RetinaNet, GPT-J, DLRM-v2 and Mixtral need an older round.",

@@ -13,7 +13,8 @@ inside it, the ``original/`` and ``metal/`` copies of the same weights for other
 files are fetched (HF_FILES), each md5-checked, into ``<dest>/gpt-oss-120b``, then checked to be a loadable
 ``gpt_oss`` folder. ``download.json`` (written last, in ``dest``) marks it complete; a complete folder is reused.
 
-Data: ``acc/acc_eval_ref.parquet`` (4,395 rows) and ``perf/perf_eval_ref.parquet`` (6,396 rows), plus with
+Data: ``acc/acc_eval_ref.parquet`` (4,395 rows), ``perf/perf_eval_ref.parquet`` (6,396 rows) and TEST07's
+``acc/acc_eval_compliance_gpqa.parquet`` (990 GPQA rows; md5 from the same list at commit 22d16223), plus with
 ``include_calibration`` the 1,024-row calibration set, from the ``gpt-oss_data`` folder (md5s pinned from r2-infra
 inference/metadata/gpt-oss-data.md5 at commit 621a58a4; if the R2 metadata cannot be fetched, the plain file URL
 in the same folder is tried), or from a local copy (``--data_dir``: a folder holding ``acc/`` and ``perf/``).
@@ -24,8 +25,8 @@ from pathlib import Path
 
 from code.common.errors import MissingDataError
 from code.common.llm import download as dl
-from code.gpt_oss_120b.dataset import (ACCURACY_FILE, CALIBRATION_FILE, FAMILIES, PERFORMANCE_FILE, prompts_of,
-                                       read)
+from code.gpt_oss_120b.dataset import (ACCURACY_FILE, CALIBRATION_FILE, COMPLIANCE_GPQA_FILE, FAMILIES,
+                                       PERFORMANCE_FILE, prompts_of, read)
 
 BENCHMARK = "gpt-oss-120b"
 FIX_MODEL = f"make download_model BENCHMARKS={BENCHMARK}"
@@ -43,6 +44,8 @@ DATA_BASE = "https://inference.mlcommons-storage.org/gpt-oss_data"
 ACCURACY_MD5 = "29d35424fc8d31461e73a7766446480e"
 PERFORMANCE_MD5 = "e4cd6cef6dd975f3e50c85b3279b358b"
 CALIBRATION_MD5 = "3455fea2a2afceb69bdabace1ea90714"
+COMPLIANCE_MD5 = "e35e6bc6d7343df1930501bb61e61260"   # gpt-oss-data.md5 at r2-infra commit 22d16223
+COMPLIANCE_SAMPLES = 990                           # compliance/TEST07/gpt-oss-120b/audit.config min_query_count
 ACCURACY_SAMPLES = 4395                            # checker accuracy-sample-count, mlperf.conf's override
 PERFORMANCE_SAMPLES = 6396                         # checker dataset-size / performance-sample-count
 DATA_RECORD = "download.json"
@@ -97,6 +100,16 @@ def check_performance_set(path: Path, fix: str = FIX_DATA, name: str | None = No
     return _check_set(path, fix, name or Path(path).name, PERFORMANCE_SAMPLES, False)
 
 
+def check_compliance_set(path: Path, fix: str = FIX_DATA, name: str | None = None):
+    """TEST07's set: COMPLIANCE_SAMPLES GPQA rows with a ground truth and token ids."""
+    df = _check_set(path, fix, name or Path(path).name, COMPLIANCE_SAMPLES, True)
+    other = sorted({str(d) for d in df["dataset"] if "gpqa" not in str(d).lower()})
+    if other:
+        raise MissingDataError(f"{name or Path(path).name}: TEST07's set holds only GPQA questions, not {other[0]!r}",
+                               fix)
+    return df
+
+
 def check_calibration(path: Path, fix: str = FIX_DATA, name: str | None = None):
     df = read(path, fix, ())
     if len(df) == 0:
@@ -106,7 +119,8 @@ def check_calibration(path: Path, fix: str = FIX_DATA, name: str | None = None):
 
 def files(include_calibration: bool) -> list[dl.DataFile]:
     out = [dl.DataFile(ACCURACY_FILE, DATA_URI, ACCURACY_MD5, check_accuracy_set),
-           dl.DataFile(PERFORMANCE_FILE, DATA_URI, PERFORMANCE_MD5, check_performance_set)]
+           dl.DataFile(PERFORMANCE_FILE, DATA_URI, PERFORMANCE_MD5, check_performance_set),
+           dl.DataFile(COMPLIANCE_GPQA_FILE, DATA_URI, COMPLIANCE_MD5, check_compliance_set, main=False)]
     if include_calibration:
         out.append(dl.DataFile(CALIBRATION_FILE, DATA_URI, CALIBRATION_MD5, check_calibration, main=False))
     return out

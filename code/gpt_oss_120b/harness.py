@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from code.common.errors import HarnessError, MissingDataError
+from code.common.fileio import read_json, write_json
 from code.common.llm.harness import Generation, LLMBenchmark, load_prompts, save_prompts, text_or_none
 from code.gpt_oss_120b import SPEC, dataset
 
@@ -27,6 +28,11 @@ PERFORMANCE = Generation(max_new_tokens=10_240, min_new_tokens=1)
 TINY = Generation(max_new_tokens=48, min_new_tokens=2)
 DIALECT = "harmony"                # code.common.llm.exact_match: the final channel first
 PERF_PROMPTS = "perf_prompts.npz"
+# TEST07's own set (acc/acc_eval_compliance_gpqa.parquet), preprocessed beside the accuracy set's files
+COMPLIANCE_PROMPTS = "compliance_prompts.npz"
+COMPLIANCE_REFERENCES = "compliance_references.json"
+# tiny: plain generate's TEST07 score and TEST09 mean output length, the tiny audits' reference values
+TINY_AUDIT_REFERENCE = "tiny_audit_reference.json"
 
 
 class GptOss120BBenchmark(LLMBenchmark):
@@ -99,6 +105,9 @@ class GptOss120BBenchmark(LLMBenchmark):
             s["ground_truth"] = t
         dataset.write(Path(out_dir) / dataset.ACCURACY_FILE, samples, tokenizer, dataset.EFFORT["accuracy"])
         dataset.write(Path(out_dir) / dataset.PERFORMANCE_FILE, samples, tokenizer, dataset.EFFORT["performance"])
+        # TEST07's set: GPQA questions at reasoning effort high (the reference README's compliance table)
+        dataset.write(Path(out_dir) / dataset.COMPLIANCE_GPQA_FILE, [x for x in samples if x["dataset"] == "gpqa_diamond"],
+                      tokenizer, dataset.EFFORT["accuracy"])
 
     def _df(self, folder, name=dataset.ACCURACY_FILE):
         return dataset.read(Path(folder) / name, self.fix("download_data"))
@@ -129,17 +138,77 @@ class GptOss120BBenchmark(LLMBenchmark):
         self.check_dataset(prompts, (), self.fix("download_data"), f"the dataset in {path}")
         save_prompts(self.pre_dir / PERF_PROMPTS, prompts)
         print(f"[preprocess_data] {len(prompts)} performance prompts -> {self.pre_dir / PERF_PROMPTS}")
+        path = self.raw_dir / dataset.COMPLIANCE_GPQA_FILE
+        df = self._df(self.raw_dir, dataset.COMPLIANCE_GPQA_FILE)
+        prompts = dataset.prompts_of(df, path, self.fix("download_data"))
+        targets = [text_or_none(x) for x in df["ground_truth"]]
+        self.check_dataset(prompts, targets, self.fix("download_data"), f"the dataset in {path}")
+        save_prompts(self.pre_dir / COMPLIANCE_PROMPTS, prompts)
+        write_json(self.pre_dir / COMPLIANCE_REFERENCES, {"targets": targets, "source": str(path),
+                                                          "dataset": [str(x) for x in df["dataset"]]})
+        print(f"[preprocess_data] {len(prompts)} TEST07 prompts -> {self.pre_dir / COMPLIANCE_PROMPTS}")
+        ref = self.raw_dir / TINY_AUDIT_REFERENCE
+        if self.tiny and ref.exists():
+            write_json(self.pre_dir / TINY_AUDIT_REFERENCE, read_json(ref, self.fix("download_data")))
 
     def prompts(self) -> list[np.ndarray]:
-        """AccuracyOnly: the accuracy set; any other run: the performance set (the reference's two input files)."""
+        """AccuracyOnly: the accuracy set; a TEST07 audit: its GPQA compliance set; any other run: the performance
+        set (the reference's input files)."""
         if self.test_mode == "AccuracyOnly":
             return super().prompts()
-        p = self.pre_dir / PERF_PROMPTS
+        p = self.pre_dir / (COMPLIANCE_PROMPTS if self.audit_test == "TEST07" else PERF_PROMPTS)
         if not p.exists():
             raise MissingDataError(f"preprocessed performance prompts not found: {p}", self.fix("preprocess_data"))
         prompts = load_prompts(p, self.fix("preprocess_data"))
         n = self.settings.values.get("llm_sample_count") or 0
         return prompts[:n] if n else prompts
+
+    def references(self) -> dict[str, Any]:
+        """The accuracy set's references, or in a TEST07 audit its compliance set's."""
+        if self.audit_test != "TEST07":
+            return super().references()
+        p = self.pre_dir / COMPLIANCE_REFERENCES
+        if not p.exists():
+            raise MissingDataError(f"preprocessed TEST07 references not found: {p}", self.fix("preprocess_data"))
+        return read_json(p, self.fix("preprocess_data"))
+
+    # --- audits -------------------------------------------------------------------------------------
+    def audit_score(self, accuracy_log: str) -> tuple[dict[str, Any], str]:
+        """TEST07: exact match of the audit's log over the compliance set, printed as eval_mlperf_accuracy.py does."""
+        self.audit_test = "TEST07"
+        idx, tokens, preds, targets = self.decode_log(accuracy_log)
+        self.score_notes, self.score_unofficial = [], []
+        report = self.report_dict(self.score(idx, tokens, preds, targets))
+        return report, "".join(f"{k!r}: {v}\n" for k, v in report.items())
+
+    def official_accuracy_command(self, root: Path, test: str) -> str | None:
+        """compliance/TEST07/README's example: eval_mlperf_accuracy.py over the compliance set, this tokenizer."""
+        import shlex
+        import sys
+
+        script = Path(root) / "language" / "gpt-oss-120b" / "eval_mlperf_accuracy.py"
+        if test != "TEST07" or not script.is_file():
+            return None
+        return " ".join([shlex.quote(sys.executable), shlex.quote(str(script)), "--mlperf-log", "{accuracy_log}",
+                         "--reference-data", shlex.quote(str(self.raw_dir / dataset.COMPLIANCE_GPQA_FILE)),
+                         "--tokenizer", shlex.quote(str(self.checkpoint)),
+                         "--output-file", "/dev/null"])
+
+    def audit_overrides(self, test: str) -> dict[str, float]:
+        """Tiny: its sets' sizes, and thresholds from plain generate on the same weights as the tiny variant judges
+        accuracy (TEST07: 99% of generate's score; TEST09: generate's mean output length +/- 10%, as the official
+        bounds are the reference's 1,278.2 +/- 10%)."""
+        if not self.tiny or test not in ("TEST07", "TEST09"):
+            return {}
+        ref = read_json(self.pre_dir / TINY_AUDIT_REFERENCE, self.fix("preprocess_data"))
+        if test == "TEST07":
+            n = len(load_prompts(self.pre_dir / COMPLIANCE_PROMPTS, self.fix("preprocess_data")))
+            return {"min_query_count": n, "accuracy_log_sampling_target": n,
+                    "test07_accuracy_threshold": round(0.99 * ref["TEST07"]["exact_match"], 3)}
+        n = len(load_prompts(self.pre_dir / PERF_PROMPTS, self.fix("preprocess_data")))
+        m = ref["TEST09"]["mean_output_tokens"]
+        return {"min_query_count": n, "test09_min_output_tokens": round(0.9 * m, 2),
+                "test09_max_output_tokens": round(1.1 * m, 2)}
 
     def download_data(self) -> None:
         """Tiny: seeded questions whose ground truth is what the reference's extraction reads in plain
@@ -150,6 +219,29 @@ class GptOss120BBenchmark(LLMBenchmark):
             self.download_real_data()
             return
         self._tiny_exact_match_set(DIALECT, "synthetic harmony questions")
+        self._tiny_audit_reference()
+
+    def _tiny_audit_reference(self) -> None:
+        """Plain generate's TEST07 score over the tiny compliance set (its GPQA questions, whose answers the accuracy
+        set's generate pass already holds) and mean output length over the tiny performance set (one more pass)."""
+        from code.common.llm import exact_match, tiny
+
+        out_dir = Path(self.raw_dir)
+        tok = tiny.load_tokenizer(self.tiny_tokenizer_dir())
+        acc = self._df(out_dir)
+        outs = load_prompts(out_dir / "generate_reference.npz")
+        rows = [i for i, k in enumerate(acc["dataset"]) if k == "gpqa_diamond"]
+        texts = tok.batch_decode([outs[i].tolist() for i in rows], skip_special_tokens=self.skip_special_tokens)
+        em = exact_match.score([acc["dataset"][i] for i in rows], texts, [str(acc["ground_truth"][i]) for i in rows],
+                               DIALECT, repeats=dataset.REPEATS)["exact_match"]
+        path = out_dir / dataset.PERFORMANCE_FILE
+        perf = self._plain_generate(dataset.prompts_of(dataset.read(path, self.fix("download_data"), ("dataset",)),
+                                                       path, self.fix("download_data")))
+        osl = float(np.mean([len(o) for o in perf]))
+        write_json(out_dir / TINY_AUDIT_REFERENCE, {"TEST07": {"exact_match": em, "samples": len(rows)},
+                                                    "TEST09": {"mean_output_tokens": osl, "samples": len(perf)}})
+        print(f"[download_data] tiny audit references: TEST07 exact_match {em:.4g} over {len(rows)} GPQA questions, "
+              f"TEST09 mean output length {osl:.2f} tokens over {len(perf)} -> {out_dir / TINY_AUDIT_REFERENCE}")
 
     def download_real_model(self) -> None:
         from code.gpt_oss_120b import download

@@ -1,4 +1,10 @@
-"""Compliance audits: run TEST01/TEST04 for one benchmark x scenario and verify them.
+"""Compliance audits: run TEST01/TEST04/TEST06/TEST07/TEST09 for one benchmark x scenario and verify them.
+
+TEST06, TEST07 and TEST09 judge the audit run's own log (no reference run): TEST07 scores a performance-mode run
+over the benchmark's compliance set against the audit.config's threshold (the benchmark's ``audit_score``), TEST09
+the mean output length over the whole performance set against its bounds. A variant whose sets are not the official
+ones (tiny) supplies its own sample counts and thresholds (``Benchmark.audit_overrides``); such an audit is marked
+``audit_official_config: false``.
 
 ``run_audit(settings_or_benchmark, "TEST01")``:
 
@@ -117,9 +123,38 @@ def _fallback_test01(audit_dir: Path, ref_acc_dir: Path, rb: rounds.RoundBenchma
     return res
 
 
+# audits that judge their own run's log (no reference run of the submission is compared)
+SELF_CONTAINED = ("TEST06", "TEST07", "TEST09")
+
+
+def _test07_09(test: str, audit_dir: Path, rb: rounds.RoundBenchmark, text: str, bench) -> tuple[dict, dict]:
+    """(record part, our verdicts) of TEST07 / TEST09, judged with the values of the audit.config the run used."""
+    size = verify.audit_config_value(text, "min_query_count")
+    if test == "TEST07":
+        threshold = verify.audit_config_value(text, "test07_accuracy_threshold")
+        metric = rb.accuracy_metrics[0]
+        if bench is None:
+            raise HarnessError("TEST07 is verified by scoring the audit's log: the benchmark is needed",
+                               "make run_audit_test07 RUN_ARGS=\"--benchmarks=... --scenarios=...\"")
+        v = verify.test07(audit_dir / "mlperf_log_accuracy.json", bench.audit_score, metric,
+                          rb.test07_accuracy_threshold if threshold is None else threshold,
+                          int(size or rb.test07_samples))
+        write_text(audit_dir / "verify_accuracy.txt", v.text)
+        return {"accuracy": {"passed": v.passed, "verdict": v.text.strip().splitlines()[-1], **v.figures}}, \
+            {"accuracy": v.passed}
+    lo = verify.audit_config_value(text, "test09_min_output_tokens")
+    hi = verify.audit_config_value(text, "test09_max_output_tokens")
+    dlo, dhi = rb.test09_output_tokens
+    v = verify.test09(audit_dir / "mlperf_log_accuracy.json", dlo if lo is None else lo, dhi if hi is None else hi,
+                      int(size or rb.dataset_size))
+    write_text(audit_dir / "verify_output_len.txt", v.text)
+    return {"output_len": {"passed": v.passed, "verdict": v.text.strip().splitlines()[-1], **v.figures}}, \
+        {"output_len": v.passed}
+
+
 def verify_audit_dir(test: str, audit_dir: Path, *, perf_ref: Path | None, acc_ref: Path | None,
                      rb: rounds.RoundBenchmark, scorer=None, run_official: bool = True, scenario: str = "",
-                     eos_token_id: int | None = None) -> dict:
+                     eos_token_id: int | None = None, audit_config: str = "", bench=None) -> dict:
     """Verify one audit log directory against the reference runs; write verify_*.txt and
     verification.json into it. Returns the verification record:
 
@@ -161,12 +196,20 @@ def verify_audit_dir(test: str, audit_dir: Path, *, perf_ref: Path | None, acc_r
         rec["performance"] = {"passed": perf.passed, "verdict": perf.text.strip().splitlines()[-1], **perf.figures}
         ours = {"performance": perf.passed}
         rec["passed"] = rec["accepted"] = perf.passed
+    elif test in ("TEST07", "TEST09"):
+        part, ours = _test07_09(test, audit_dir, rb, audit_config, bench)
+        rec.update(part)
+        rec["passed"] = rec["accepted"] = all(ours.values())
     else:
-        raise HarnessError(f"cannot verify {test}", "use TEST01 or TEST04")
+        raise HarnessError(f"cannot verify {test}", "use TEST01, TEST04, TEST06, TEST07 or TEST09")
     root = official.inference_dir() if run_official else None
     if root is not None:
         if test == "TEST06":
             res = official.run_test06(root, audit_dir=audit_dir, scenario=scenario, eos_token_id=eos_token_id)
+        elif test in ("TEST07", "TEST09"):
+            cmd = bench.official_accuracy_command(root, test) if test == "TEST07" and bench is not None else None
+            res = official.run_test07_09(test, root, audit_dir=audit_dir, audit_config=audit_config,
+                                         accuracy_command=cmd)
         else:
             res = official.run_verification(test, root, reference_perf=perf_ref, reference_acc=acc_ref,
                                             audit_dir=audit_dir)
@@ -185,6 +228,19 @@ def summary_lines(rec: dict) -> list[str]:
         a = rec["accuracy"]
         lines.append(f"TEST06 first token / EOS / sample length over {a.get('samples', 0)} logged samples: "
                      + ("PASS" if a["passed"] else "FAIL — " + "; ".join(a.get("reasons") or ["see verify_accuracy.txt"])))
+        lines += [f"{t} ERROR: {e}" for e in rec.get("errors", [])]
+        lines.append(f"{t}: {'TEST PASS' if rec['passed'] else 'TEST FAIL'}")
+        return lines
+    if t in ("TEST07", "TEST09"):
+        if t == "TEST07":
+            a = rec["accuracy"]
+            lines.append(f"TEST07 {a['metric']} over {a['samples']} logged samples: {a['score']} against the threshold "
+                         f"{a['threshold']:g}: {'PASS' if a['passed'] else 'FAIL'}")
+        else:
+            a = rec["output_len"]
+            lines.append(f"TEST09 mean output length over {a['samples']} logged samples: {a['mean_output_tokens']:.2f} "
+                         f"tokens, allowed [{a['min']:g}, {a['max']:g}]: {'PASS' if a['passed'] else 'FAIL'}")
+        lines += [f"{t}: {r}" for r in a.get("reasons") or []]
         lines += [f"{t} ERROR: {e}" for e in rec.get("errors", [])]
         lines.append(f"{t}: {'TEST PASS' if rec['passed'] else 'TEST FAIL'}")
         return lines
@@ -227,11 +283,15 @@ def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, r
     spec = settings.spec
     rnd = rounds.current(settings.values.get("round"))
     rb = settings.round_entry()
+    bench = target if target is not settings else implementation(spec)(settings)
+    bench.audit_test = test
+    # a set smaller than the official one (the tiny variant's) needs its own sample count and thresholds
+    extra_audit_keys = {**bench.audit_overrides(test), **(extra_audit_keys or {})} or None
     text = ac.audit_config(test, rnd, rb, settings.scenario, extra_audit_keys)
     skipped: list = []
     perf_ref, acc_ref = reference_runs(settings.system_name, settings.log_name, settings.scenario,
                                        round_min_ms=rnd.min_duration_ms, why=skipped)
-    if test == "TEST06":       # checks the audit run's own token log: no reference run is compared
+    if test in SELF_CONTAINED:     # checks the audit run's own log: no reference run is compared
         perf_ref = acc_ref = None
     elif perf_ref is None:
         raise _missing_ref("performance", spec.name, settings.scenario, settings.system_name, skipped)
@@ -245,7 +305,6 @@ def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, r
             + (f", accuracy run {acc_ref.dir}" if test == "TEST01" else ""))
     if scenarios.get(settings.scenario).runs_as_server:
         log(f"[audit] Server target QPS x {settings.audit_server_qps_factor} (audit_server_qps_factor)")
-    bench = target if target is not settings else implementation(spec)(settings)
     control = RunControl(action="run_audit_harness", test_mode="PerformanceOnly", audit_test=test,
                          overwrite=True, **(control_over or {}))   # each audit of a key replaces the last
     # run_one stages the run beside ``final`` and renames it into place when metadata.json is complete
@@ -264,7 +323,7 @@ def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, r
     eos = bench.eos_token_id() if test == "TEST06" and hasattr(bench, "eos_token_id") else None
     rec = verify_audit_dir(test, final, perf_ref=perf_ref.dir if perf_ref else None,
                            acc_ref=acc_ref.dir if acc_ref else None, rb=rb, scorer=scorer,
-                           scenario=settings.scenario, eos_token_id=eos)
+                           scenario=settings.scenario, eos_token_id=eos, audit_config=text, bench=bench)
     rec["audit_config"] = text                      # provenance: the file itself is never left behind
     write_json(final / "verification.json", rec)
     for line in summary_lines(rec):
@@ -277,7 +336,7 @@ def run_audits(cli: dict, settings: list) -> int:
     """``--action=run_audit_harness``: the audit for every benchmark x scenario; 0 if all pass, else 4."""
     test = cli.get("audit_test")
     failed = []
-    over = {k: cli[k] for k in ("verbose", "use_cached_responses", "plant_first_token") if k in cli}
+    over = {k: cli[k] for k in ("verbose", "use_cached_responses", "plant_first_token", "plant_output_limit") if k in cli}
     for s in settings:
         rec = run_audit(s, test, control_over=over)
         if not rec["accepted"]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from code.common import scenarios
 from code.common.errors import HarnessError
 from code.common.rounds import AUDIT_TESTS as TESTS, Round, RoundBenchmark
+from code.common.rounds.model import TEST07_09_ACCURACY_LOG_RNG_SEED
 
 
 _HEADER = """\
@@ -62,6 +63,23 @@ def audit_config(test: str, rnd: Round, bench: RoundBenchmark, scenario: str,
                   f"{model}.{scenario}.accuracy_log_sampling_target = {bench.test01_sampling_target}"]
     elif test == "TEST06":
         lines += [ln.format(seed=rnd.audit_accuracy_log_rng_seed) for ln in TEST06_LINES]
+    elif test in ("TEST07", "TEST09"):
+        # compliance/TEST07|TEST09/<model>/audit.config: every sample of the set issued once and logged
+        size = bench.test07_samples if test == "TEST07" else bench.dataset_size
+        lines += ["# mode dictionary (0 = submission, 1 = accuracy, 2 = performance, 3 = find peak perf)",
+                  "*.*.mode = 2",
+                  f"*.*.accuracy_log_rng_seed = {TEST07_09_ACCURACY_LOG_RNG_SEED}",
+                  f"*.*.accuracy_log_sampling_target = {size if test == 'TEST07' else max(size, 10000)}",
+                  f"*.*.min_query_count = {size}",
+                  "*.*.min_duration = 0",
+                  "*.*.performance_issue_unique = 1",
+                  "*.*.sample_concatenate_permutation = 0",
+                  "# read by run_verification.py, not by LoadGen"]
+        if test == "TEST07":
+            lines.append(f"*.*.test07_accuracy_threshold = {bench.test07_accuracy_threshold:g}")
+        else:
+            lo, hi = bench.test09_output_tokens
+            lines += [f"*.*.test09_min_output_tokens = {lo:g}", f"*.*.test09_max_output_tokens = {hi:g}"]
     elif test == "TEST04":
         for scen in scenarios.LOADGEN_SCENARIOS:
             lines += [f"*.{scen}.mode = 2", f"*.{scen}.performance_issue_unique = 0",

@@ -75,6 +75,33 @@ def run_test06(root: Path, *, audit_dir: Path, scenario: str, eos_token_id: int 
     return res
 
 
+def run_test07_09(test: str, root: Path, *, audit_dir: Path, audit_config: str, accuracy_command: str | None = None,
+                  timeout: float = 1800) -> dict:
+    """Run ``compliance/TEST07|TEST09/run_verification.py`` on the audit's logs with the audit.config the run used
+    (TEST07 also runs ``accuracy_command``, the benchmark's official accuracy script with ``{accuracy_log}`` for
+    the log); return its verdict (``accuracy`` for TEST07, ``output_len`` for TEST09) and output."""
+    script = root / "compliance" / test / "run_verification.py"
+    name = "verify_accuracy.txt" if test == "TEST07" else "verify_output_len.txt"
+    with tempfile.TemporaryDirectory(prefix=f"official-{test}-") as tmp:
+        tmp = Path(tmp)
+        cfg = tmp / "audit.config"
+        cfg.write_text(audit_config)
+        out = tmp / "out"
+        cwd = tmp / "cwd"
+        cwd.mkdir()
+        cmd = [sys.executable, str(script), "-c", str(audit_dir.resolve()), "-o", str(out), "--audit-config", str(cfg)]
+        if test == "TEST07":
+            cmd += ["--accuracy-script", accuracy_command or "false"]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+        res = {"returncode": r.returncode, "output": (r.stdout + r.stderr)[-6000:], "script": str(script)}
+        f = out / test / name
+        if f.is_file():
+            text = f.read_text()
+            res["accuracy" if test == "TEST07" else "output_len"] = {"passed": verdict_line_passed(text), "text": text}
+    return res
+
+
 def disagreements(test: str, ours: dict[str, bool], official: dict) -> list[str]:
     """Lines naming each verdict where the official script and ours differ (or it produced none)."""
     out = []

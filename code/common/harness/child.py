@@ -62,6 +62,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
     control = RunControl(**req["control"])
     bench = implementation(spec)(settings)
     bench.test_mode = control.test_mode
+    bench.audit_test = control.audit_test
     engines = req.get("engines") or {}
     result["engines"] = engines
 
@@ -89,6 +90,11 @@ def run(req: dict, stage: Path, result: dict) -> None:
     # --llm_sample_count subset): LoadGen would pair responses with the wrong samples; an accuracy run covers the QSL
     if 0 < qsl_impl.total_count < getattr(ts, "accuracy_sample_count_override", 0):
         ts.accuracy_sample_count_override = qsl_impl.total_count
+    # TEST07/TEST09 issue each sample once (performance_issue_unique) over a set smaller than mlperf.conf's
+    # performance_sample_count_override (gpt-oss-120b: 6,396 against TEST07's 990): LoadGen would pick indices
+    # past the QSL (a SIGSEGV); the audit's set is the whole QSL
+    if ts.performance_issue_unique and 0 < qsl_impl.total_count < ts.performance_sample_count_override:
+        ts.performance_sample_count_override = qsl_impl.total_count
     dispatch = scenarios.dispatch_for(settings.scenario, spec)
     pool = None
     if dispatch == "stream":           # an LLM: token streaming over generation workers (code.common.llm)
@@ -99,8 +105,9 @@ def run(req: dict, stage: Path, result: dict) -> None:
 
         procs = bench.null_processors() if control.null_processor else bench.make_processors(qsl_impl, engines)
         gen = bench.generation()
-        sut_impl = StreamingSUT(lg, procs, qsl_impl.prompt, max_new_tokens=gen.max_new_tokens,
-                                min_new_tokens=gen.min_new_tokens, token_latencies=bool(ts.use_token_latencies),
+        cap = control.plant_output_limit or gen.max_new_tokens       # TEST ONLY: truncated answers (TEST09)
+        sut_impl = StreamingSUT(lg, procs, qsl_impl.prompt, max_new_tokens=min(gen.max_new_tokens, cap),
+                                min_new_tokens=min(gen.min_new_tokens, cap), token_latencies=bool(ts.use_token_latencies),
                                 plant_first_token=control.plant_first_token,
                                 stop=qsl_impl.stop if qsl_impl.stops else None, strip_eos=gen.strip_eos)
     else:

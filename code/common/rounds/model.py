@@ -17,7 +17,9 @@ from typing import Mapping
 from code.common.errors import HarnessError
 
 DEFAULT_ACCURACY_TARGET = "99"
-AUDIT_TESTS = ("TEST01", "TEST04", "TEST06")   # every compliance test a round can require
+AUDIT_TESTS = ("TEST01", "TEST04", "TEST06", "TEST07", "TEST09")   # every compliance test a round can require
+# TEST07 / TEST09 audit.config: a fixed accuracy_log_rng_seed of their own (not the round's TEST01 seed)
+TEST07_09_ACCURACY_LOG_RNG_SEED = 720381539243781796
 
 
 def seeds(qsl: int, sample_index: int, schedule: int) -> dict[str, int]:
@@ -57,6 +59,12 @@ class RoundBenchmark:
     # datacenter (and datacenter,edge) scenarios of which a closed submission holds at least one beside
     # the required ones (the checker's optional-scenarios-*: "Interactive or Server" for the LLMs since v5.1)
     optional_scenarios: tuple[str, ...] = ()
+    # TEST07 (accuracy in a performance-mode run over a set of its own, every sample logged): that set's size and
+    # the score the official run_verification.py requires (its audit.config's test07_accuracy_threshold)
+    test07_samples: int = 0
+    test07_accuracy_threshold: float = 0.0
+    # TEST09 (mean output length of a performance-mode run over the whole performance set): [min, max] tokens
+    test09_output_tokens: tuple[float, ...] = ()
 
     def required_scenarios(self, system_type: str) -> tuple[str, ...] | None:
         """Scenarios a closed submission must hold for ``system_type``; None: benchmark not in that category."""

@@ -29,7 +29,10 @@ _V51 = V5_1.benchmarks
 GPT_OSS_120B = entry("gpt-oss-120b", "gpt_oss_120b", "gpt-oss-120b", dc=(OFF,), both=(OFF,),
                      optional_scenarios=("Interactive", SRV), size=6396, psc=6396, accuracy_sample_count=4395,
                      tests=("TEST07", "TEST09"), result_field=TOKENS, acc=("exact_match", 83.13 * 0.99),
-                     up=("TOKENS_PER_SAMPLE", 1.1 * 9999))
+                     up=("TOKENS_PER_SAMPLE", 1.1 * 9999),
+                     # compliance/TEST07/gpt-oss-120b/audit.config: acc/acc_eval_compliance_gpqa.parquet, 990 samples;
+                     # compliance/TEST09/gpt-oss-120b/audit.config: 1,278.2 tokens +/- 10% over the 6,396
+                     test07_samples=990, test07_accuracy_threshold=60.698, test09_output_tokens=(1150.38, 1406.02))
 
 # ---------------------------------------------------------------------------------------------- v6.0
 # DLRMv2 leaves (dlrm-v3 replaces it); RetinaNet is only in the datacenter,edge category; SDXL leaves

@@ -159,7 +159,7 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
                 comp = root / "compliance" / rel
                 for test_dir in sorted(p for p in comp.glob("TEST*") if p.is_dir()) if comp.is_dir() else []:
                     t = comp_dst / test_dir.name
-                    _copy_some(test_dir, t, ("verify_accuracy.txt", "verify_performance.txt"))
+                    _copy_some(test_dir, t, ("verify_accuracy.txt", "verify_performance.txt", "verify_output_len.txt"))
                     _copy_some(test_dir / "performance" / "run_1", t / "performance" / "run_1", PERF_FILES[:2])
                     if (test_dir / "accuracy").is_dir():
                         _check_truncated(test_dir / "accuracy")

@@ -27,7 +27,7 @@ import shutil
 from pathlib import Path
 
 from code.common import paths
-from code.common.compliance.audit import verify_audit_dir
+from code.common.compliance.audit import SELF_CONTAINED, verify_audit_dir
 from code.common.errors import HarnessError
 from code.common.fileio import clean_stale_partials, make_stage_dir, read_json, write_json, write_text
 from code.common import rounds
@@ -75,8 +75,8 @@ def _stage_compliance(test: str, audit_dir: Path, dst: Path, perf: Run, acc: Run
     vj = audit_dir / "verification.json"
     rec = read_json(vj, f"rerun the audit: make run_audit_{test.lower()}") if vj.is_file() else {}
     ref = rec.get("reference") or {}
-    # TEST06 checks the audit run's own token log: it never depends on the staged reference runs
-    same = test == "TEST06" or ((ref.get("performance") == str(perf.dir))
+    # TEST06/07/09 check the audit run's own log: they never depend on the staged reference runs
+    same = test in SELF_CONTAINED or ((ref.get("performance") == str(perf.dir))
                                 and (test != "TEST01" or ref.get("accuracy") == str(acc.dir if acc else None)))
     work = dst / ".audit"
     link_tree(audit_dir, work)
@@ -103,9 +103,17 @@ def _stage_compliance(test: str, audit_dir: Path, dst: Path, perf: Run, acc: Run
     for f in ("mlperf_log_summary.txt", "mlperf_log_detail.txt"):
         if (work / f).is_file():
             link_or_copy(work / f, run1 / f)
-    for f in ("verify_accuracy.txt", "verify_performance.txt", "verification.json"):
+    for f in ("verify_accuracy.txt", "verify_performance.txt", "verify_output_len.txt", "verification.json"):
         if (work / f).is_file():
             link_or_copy(work / f, dst / f)
+    if test in ("TEST07", "TEST09") and (work / "mlperf_log_accuracy.json").is_file():
+        # run_verification.py's layout: the whole log under accuracy/ (truncate_results records its hash in
+        # accuracy.txt, which holds TEST07's score as the accuracy script printed it)
+        accd = dst / "accuracy"
+        link_or_copy(work / "mlperf_log_accuracy.json", accd / "mlperf_log_accuracy.json")
+        va = work / "verify_accuracy.txt"
+        printed = va.read_text().split("\n" + "=" * 80, 1)[0] + "\n" if test == "TEST07" and va.is_file() else ""
+        write_text(accd / "accuracy.txt", printed)
     if test == "TEST01":
         accd = dst / "accuracy"
         if (work / "mlperf_log_accuracy.json").is_file():

@@ -63,6 +63,16 @@ def _check_test06(f: Findings, t: Path) -> None:
         f.error(va, f"TEST06 {', '.join(failed)} check(s) did not pass: rerun make run_audit_test06")
 
 
+def _check_test07_09(f: Findings, t: Path, test: str) -> None:
+    """TEST07 / TEST09 as the checker judges them: verify_accuracy.txt / verify_output_len.txt holds ``TEST PASS``;
+    the whole log that run_verification.py copies is there."""
+    v = t / ("verify_accuracy.txt" if test == "TEST07" else "verify_output_len.txt")
+    if require(f, v) and "TEST PASS" not in v.read_text():
+        why = [ln[2:] for ln in v.read_text().splitlines() if ln.startswith("# ")]
+        f.error(v, f"{test} did not pass{': ' + why[0] if why else ''}: rerun make run_audit_{test.lower()}")
+    require(f, t / "accuracy" / "mlperf_log_accuracy.json")
+
+
 def check_test(f: Findings, t: Path, test: str, rnd: rounds.Round, rb: rounds.RoundBenchmark, scen: str,
                conf: dict) -> None:
     """One audit directory <scenario>/<test>."""
@@ -71,6 +81,9 @@ def check_test(f: Findings, t: Path, test: str, rnd: rounds.Round, rb: rounds.Ro
         return
     if test == "TEST06":           # the checker reads verify_accuracy.txt only (no performance check)
         _check_test06(f, t)
+        return
+    if test in ("TEST07", "TEST09"):   # likewise verify_accuracy.txt / verify_output_len.txt
+        _check_test07_09(f, t, test)
         return
     vp = t / "verify_performance.txt"
     if require(f, vp) and not verdict_line_passed(vp.read_text()):
