@@ -19,7 +19,7 @@ from code.common.rounds import ROUNDS, Round
 from tests.conftest import official_root
 
 PACKAGES = {"resnet50", "retinanet", "unet3d", "bert", "dlrm_v2", "gptj", "llama2_70b", "mixtral_8x7b", "sdxl",
-            "llama3_1_8b", "deepseek_r1", "llama3_1_405b", "gpt_oss_120b"}
+            "llama3_1_8b", "deepseek_r1", "llama3_1_405b", "gpt_oss_120b", "qwen3_vl"}
 
 # Checker submission name -> harness package, for every name the harness runs in some round.
 PACKAGE_OF = {
@@ -29,7 +29,7 @@ PACKAGE_OF = {
     "llama2-70b-interactive-99": "llama2_70b", "llama2-70b-interactive-99.9": "llama2_70b",
     "mixtral-8x7b": "mixtral_8x7b", "stable-diffusion-xl": "sdxl",
     "llama3.1-8b": "llama3_1_8b", "llama3.1-8b-edge": "llama3_1_8b", "deepseek-r1": "deepseek_r1",
-    "llama3.1-405b": "llama3_1_405b", "gpt-oss-120b": "gpt_oss_120b",
+    "llama3.1-405b": "llama3_1_405b", "gpt-oss-120b": "gpt_oss_120b", "qwen3-vl-235b-a22b": "qwen3_vl",
 }
 
 # -99.9 entries the checker lists without their -99 twin (v6.1 dropped llama2-70b-99 only).
@@ -178,14 +178,20 @@ def test_entries_match_checker(checker, version):
                           (rb.datacenter_scenarios, "required-scenarios-datacenter"),
                           (rb.both_scenarios, "required-scenarios-datacenter-edge")):
             assert set(ours) == set(cfg[key].get(name, ())), f"{where} {key}"
-        _assert_close(dict(rb.accuracy_min), _pairs(cfg["accuracy-target"][name]), f"{where} accuracy-target")
+        target = cfg["accuracy-target"][name]
+        for scen, flat in (target.items() if isinstance(target, dict) else [(None, target)]):
+            # per-scenario targets (v6.1 qwen3-vl-235b-a22b): RoundBenchmark.for_scenario
+            _assert_close(dict(rb.for_scenario(scen).accuracy_min), _pairs(flat), f"{where} {scen} accuracy-target")
+        if rb.latency_constraint_ns:
+            assert dict(rb.latency_constraint_ns) == cfg["latency-constraint"][name], f"{where} latency-constraint"
         _assert_close(dict(rb.accuracy_max), _pairs(cfg.get("accuracy-upper-limit", {}).get(name, ())),
                       f"{where} accuracy-upper-limit")
         assert dict(rb.accuracy_delta_perc) == cfg["accuracy-delta-perc"].get(name, {}), f"{where} delta"
         assert rb.dataset_size == cfg["dataset-size"][name], f"{where} dataset-size"
         assert rb.performance_sample_count == cfg["performance-sample-count"][name], f"{where} psc"
         acc_count = cfg.get("accuracy-sample-count", {}).get(name, rb.dataset_size)
-        assert acc_count == rb.accuracy_samples, f"{where}: accuracy-sample-count {acc_count} does not fit"
+        for scen, n in (acc_count.items() if isinstance(acc_count, dict) else [(None, acc_count)]):
+            assert n == rb.for_scenario(scen).accuracy_samples, f"{where} {scen}: accuracy-sample-count {n} does not fit"
         tests = tuple(t for t in COMPLIANCE_ORDER if name in cfg.get(f"models_{t}", ()))
         assert rb.compliance_tests == tests, f"{where} compliance"
         assert dict(rb.result_field) == overwrite.get(name, {}), f"{where} result field"

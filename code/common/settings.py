@@ -171,7 +171,8 @@ class RunSettings:
         """This run's entry in the round table (submission name, accuracy targets, audits)."""
         from code.common import rounds
 
-        return rounds.entry(self.benchmark, self.accuracy_target, self.values.get("round"), edge=self.edge_twin)
+        return rounds.entry(self.benchmark, self.accuracy_target, self.values.get("round"),
+                            edge=self.edge_twin).for_scenario(self.scenario)
 
     def batch_size(self, component: str | None = None) -> int:
         """gpu_batch_size for one component (mappings) or the single int."""

@@ -109,7 +109,8 @@ def run(req: dict, stage: Path, result: dict) -> None:
         sut_impl = StreamingSUT(lg, procs, qsl_impl.prompt, max_new_tokens=min(gen.max_new_tokens, cap),
                                 min_new_tokens=min(gen.min_new_tokens, cap), token_latencies=bool(ts.use_token_latencies),
                                 plant_first_token=control.plant_first_token,
-                                stop=qsl_impl.stop if qsl_impl.stops else None, strip_eos=gen.strip_eos)
+                                stop=qsl_impl.stop if qsl_impl.stops else None, strip_eos=gen.strip_eos,
+                                media=getattr(qsl_impl, "media", None), respond=bench.response_bytes())
     else:
         if settings.values.get("executor") == "ray":     # the workers are Ray actors (code.common.harness.ray_executor)
             pool = ray_pool(req, settings, engines, stage, result)

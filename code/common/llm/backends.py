@@ -65,6 +65,7 @@ class WorkerSpec:
     start_fix: str = ""                # the command that starts the server (its not-answering error's fix)
     api: str = "completions"           # llm_api: completions (token ids) | chat (text)
     token_ids: str = "server"          # llm_token_ids: server (streamed ids) | retokenize (streamed text, encoded)
+    multimodal: bool = False           # requests carry chat messages with images (code.common.llm.vision)
 
 
 class LLMBackend(Backend):
@@ -142,9 +143,6 @@ class TransformersBackend(LLMBackend):
         if spec.device == "cpu" and spec.precision != "fp32":
             raise HarnessError(f"--backend=transformers runs {spec.precision} on GPUs only; this worker is on the CPU",
                                "use --precision=fp32 on a CPU system")
-        model = AutoModelForCausalLM.from_pretrained(spec.model_dir, dtype=_torch_dtype(spec.precision))
-        model = model.to(spec.device).eval()
-
         def init() -> None:                  # on the worker thread: OpenMP's thread count is per thread
             if spec.cpu_cores:
                 import os
@@ -152,6 +150,13 @@ class TransformersBackend(LLMBackend):
                 os.sched_setaffinity(0, spec.cpu_cores)
             if spec.device == "cpu" and spec.threads:
                 torch.set_num_threads(spec.threads)
+        if spec.multimodal:
+            from code.common.llm import vision
+
+            return vision.VisionProcessor(vision.load_model(spec.model_dir, _torch_dtype(spec.precision), spec.device),
+                                          vision.ChatInputs(spec.model_dir), spec, init)
+        model = AutoModelForCausalLM.from_pretrained(spec.model_dir, dtype=_torch_dtype(spec.precision))
+        model = model.to(spec.device).eval()
         if spec.num_beams > 1:
             return BeamSearchProcessor(model, spec, init)
         step = TransformersStepModel(model, eos_token_id=spec.eos_token_id, extra_eos=spec.extra_eos,

@@ -50,6 +50,7 @@ class GenRequest:
     issued: float = 0.0              # time.monotonic() when submitted
     first_at: float = 0.0            # when its first token existed
     done: bool = False
+    media: dict | None = None        # a vision-language sample's chat messages ({"messages": [...]}: code.common.llm.vision)
 
 
 FirstFn = Callable[[GenRequest, int], None]

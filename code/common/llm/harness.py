@@ -178,6 +178,11 @@ class LLMBenchmark(Benchmark):
         it); accuracy() writes them as ``UNOFFICIAL: <reason>`` lines and returns them as ``unofficial``."""
         self.score_unofficial = [*getattr(self, "score_unofficial", []), *reasons]
 
+    def response_bytes(self):
+        """None: LoadGen logs each answer's token ids (int32), as every LLM reference but Qwen3-VL's; a benchmark
+        whose scorer reads text returns a function tokens -> the bytes to log."""
+        return None
+
     # metrics the tiny variant is judged on against plain model.generate (prefixes)
     tiny_judged: tuple[str, ...] = ("rouge",)
     uses_rouge: bool = True               # a ROUGE score (rougeLsum splits sentences with NLTK's punkt_tab)

@@ -172,12 +172,15 @@ class OpenAIProcessor(GenerationProcessor):
         for r in requests:
             self._loop.create_task(self._one(r))
 
-    def route(self) -> str:
-        return f"{self.endpoint}/v1/chat/completions" if self.api == "chat" else f"{self.endpoint}/v1/completions"
+    def route(self, r: GenRequest | None = None) -> str:
+        chat = self.api == "chat" or (r is not None and r.media is not None)
+        return f"{self.endpoint}/v1/chat/completions" if chat else f"{self.endpoint}/v1/completions"
 
     def body(self, r: GenRequest) -> dict:
         b = {"model": self.model, "max_tokens": int(r.max_new_tokens), "temperature": 0.0, "stream": True}
-        if self.api == "chat":
+        if r.media is not None:        # a vision-language sample: its own messages (text and image_url parts)
+            b["messages"] = r.media["messages"]
+        elif self.api == "chat":
             b["messages"] = [{"role": "user", "content": self.text.decode(r.prompt)}]
         else:
             b["prompt"] = [int(t) for t in r.prompt]
@@ -199,7 +202,7 @@ class OpenAIProcessor(GenerationProcessor):
         tokens: list[int] = []
         pieces: list[str] = []               # llm_token_ids=retokenize: the streamed text
         try:
-            async with self._session.post(self.route(), json=self.body(r)) as resp:
+            async with self._session.post(self.route(r), json=self.body(r)) as resp:
                 if resp.status != 200:
                     text = (await resp.text())[:200]
                     raise ServerLost(f"the LLM server at {self.endpoint} answered HTTP {resp.status}: {text}",

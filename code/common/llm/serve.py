@@ -59,6 +59,7 @@ class Served:
         self.waiting: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
         self.stop_ids: dict[int, set[int]] = {}
         self.served = 0
+        self.vision = None        # code.common.llm.vision.ChatInputs where the worker takes images
 
     def start(self) -> None:
         self.proc.warmup()
@@ -84,11 +85,23 @@ class Served:
             raise Bad("this server decodes greedily: temperature must be 0")
         if int(body.get("n") or 1) != 1 or int(body.get("best_of") or 1) != 1 or body.get("use_beam_search"):
             raise Bad("this server returns one greedy completion (n=1, no beam search)")
+        media = None
         if chat:
             msgs = body.get("messages")
             if not isinstance(msgs, list) or not msgs:
                 raise Bad("messages: a non-empty list is required")
-            prompt = self.text.chat(msgs)
+            if self.vision is not None:
+                from code.common.llm.vision import has_images
+
+                if not has_images(msgs):
+                    raise Bad("messages: this model's requests carry an image_url part")
+                try:
+                    prompt, _ = self.vision.encode(msgs)
+                except (ValueError, OSError, KeyError, TypeError) as e:
+                    raise Bad(f"messages: {str(e)[:160]}") from None
+                media = {"messages": msgs}
+            else:
+                prompt = self.text.chat(msgs)
         else:
             p = body.get("prompt")
             if isinstance(p, list) and len(p) == 1 and isinstance(p[0], (str, list)):
@@ -115,7 +128,7 @@ class Served:
         if not all(isinstance(t, int) for t in seq):
             raise Bad("stop_sequence_ids: token ids")
         r = GenRequest(next(self.ids), 0, np.asarray(prompt, dtype=np.int64), mx, mn, stop=tuple(int(t) for t in seq),
-                       issued=time.monotonic())
+                       issued=time.monotonic(), media=media)
         return r, list(prompt), {int(t) for t in body.get("stop_token_ids") or ()}
 
     def finish_reason(self, r: GenRequest, tokens: list[int], cut: bool) -> str:
@@ -244,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     worker = WorkerSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in w.items()})
     text = TokenText(spec["tokenizer"])
     served = Served(None, spec["served_model"], text, int(spec.get("max_new_tokens") or 1024))
+    if worker.multimodal:
+        from code.common.llm.vision import ChatInputs
+
+        served.vision = ChatInputs(spec["tokenizer"])
 
     def load() -> None:             # beside the listening socket: /health says 503 until the model is ready
         try:

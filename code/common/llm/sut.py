@@ -37,7 +37,8 @@ class StreamingSUT:
     def __init__(self, lg, processors: Sequence[GenerationProcessor], prompt: Callable[[int], np.ndarray], *,
                  max_new_tokens: int, min_new_tokens: int = 0, token_latencies: bool = True,
                  plant_first_token: bool = False, stop: Callable[[int], tuple[int, ...]] | None = None,
-                 strip_eos: bool = False):
+                 strip_eos: bool = False, media: Callable[[int], dict] | None = None,
+                 respond: Callable[[np.ndarray], bytes] | None = None):
         self.lg = lg
         self.processors = list(processors)
         self.prompt = prompt                      # QSL index -> token ids
@@ -45,6 +46,9 @@ class StreamingSUT:
         self.token_latencies = token_latencies
         self.stop_for = stop                      # QSL index -> stop sequence (token ids), or None
         self.strip_eos = strip_eos                # report outputs without their trailing EOS (Mixtral)
+        self.media_for = media                    # QSL index -> the sample's chat messages (vision-language)
+        # tokens -> the bytes LoadGen logs (Qwen3-VL: the answer's UTF-8 text, which its scorer reads); None: int32 ids
+        self.respond = respond
         self.plant_first_token = plant_first_token     # TEST ONLY: TEST06 must catch a wrong first token
         self.issued = 0
         self.completed = 0
@@ -98,7 +102,8 @@ class StreamingSUT:
 
     def request(self, qid: int, index: int, issued: float = 0.0) -> GenRequest:
         return GenRequest(qid, index, self.prompt(index), self.max_new_tokens, self.min_new_tokens,
-                          stop=self.stop_for(index) if self.stop_for else (), issued=issued)
+                          stop=self.stop_for(index) if self.stop_for else (), issued=issued,
+                          media=self.media_for(index) if self.media_for else None)
 
     def flush_queries(self) -> None:
         return None
@@ -192,13 +197,16 @@ class StreamingSUT:
         if self.strip_eos:
             tokens = strip_trailing(tokens, self.processors[0].eos_token_id)
         a = np.ascontiguousarray(tokens, dtype=np.int32)
+        n = int(a.size)
+        if self.respond is not None:
+            a = np.frombuffer(self.respond(a), dtype=np.uint8).copy()
         if r.issued:                              # shed samples (overload) are not timed
-            self.timeline.sample(r.issued, r.first_at or r.issued, time.monotonic(), int(a.size))
+            self.timeline.sample(r.issued, r.first_at or r.issued, time.monotonic(), n)
         lg.QuerySamplesComplete([lg.QuerySampleResponse(r.qid, a.__array_interface__["data"][0] if a.size else 0,
-                                                        a.nbytes, int(a.size))])
+                                                        a.nbytes, n)])
         with self._lock:
             self.completed += 1
-            self.tokens += int(a.size)
+            self.tokens += n
             if self.outputs is not None:
                 self.outputs[r.index] = a
         del a

@@ -46,6 +46,20 @@ def _token_latencies(f: Findings, log: DetailLog, rb: rounds.RoundBenchmark, sce
                               f"{float(bound):g} ms")
 
 
+def _latency_constraint(f: Findings, log: DetailLog, rb: rounds.RoundBenchmark, scen: str, what: str) -> None:
+    """The round's end-to-end bound (the checker's latency-constraint, RoundBenchmark.latency_constraint_ns): the
+    target LoadGen judged early stopping by is within it, and so is the p99 of whole answers."""
+    bound = rb.latency_constraint_ns.get(scen)
+    if not bound:
+        return
+    tl, p99 = log.get("effective_target_latency_ns"), log.get("result_99.00_percentile_latency_ns")
+    if tl is not None and int(tl) > bound:
+        f.error(log.path, f"{what} {scen} latency target {int(tl)} ns exceeds the round's end-to-end {bound} ns")
+    if p99 is not None and float(p99) > bound:
+        f.error(log.path, f"{what} {scen} p99 latency {float(p99) / 1e6:.1f} ms exceeds the round's end-to-end "
+                          f"{bound / 1e6:g} ms")
+
+
 # Checks per mlperf.conf key; which keys bound which scenario is code.common.scenarios' (official_bounds).
 BOUND_CHECKS = {"min_query_count": _samples_per_query, "target_latency": _latency_bound}
 
@@ -70,6 +84,7 @@ def perf_checks(f: Findings, log: DetailLog, rnd: rounds.Round, rb: rounds.Round
     for key in sc.official_bounds:
         BOUND_CHECKS[key](f, log, rb, scen, conf, what)
     _token_latencies(f, log, rb, scen, conf, what)
+    _latency_constraint(f, log, rb, scen, what)
     field = rb.result_field.get(sc.loadgen_enum, sc.checker_field)
     if log.get("result_validity") == "VALID" and log.get(field) is None:
         f.error(log.path, f"{what} log has no {field}, the result field the checker reads for {scen}")
