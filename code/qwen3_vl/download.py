@@ -41,7 +41,7 @@ RECORD = "download.json"
 def check_checkpoint(dest: Path, fix: str = FIX_MODEL) -> dict:
     """A loadable Qwen3-VL MoE folder: config (model_type qwen3_vl_moe), every shard, tokenizer and processor files."""
     cfg = dl.check_hf_checkpoint(dest, "qwen3_vl_moe", "Qwen3-VL-235B-A22B checkpoint", fix)
-    if not (Path(dest) / "preprocessor_config.json").is_file():
+    if not any((Path(dest) / n).is_file() for n in ("preprocessor_config.json", "processor_config.json")):
         raise MissingDataError(f"{dest}: no preprocessor_config.json (the image processor's settings)", fix)
     return cfg
 
