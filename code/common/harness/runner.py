@@ -232,15 +232,15 @@ def _claim(stage: Path, log_dir: Path) -> Path:
 
 
 def token_metrics(lg: dict, s: RunSettings) -> dict | None:
-    """LLM runs: tokens/s (the checker's result field), TTFT/TPOT p99 against their bounds (Server and
-    Interactive), from LoadGen's detail log."""
-    if not s.spec.generates_tokens:
-        return None
-    res, eff = lg["results"], lg["effective"]
+    """LLM runs, and runs whose round result is in tokens (whisper): tokens/s (the checker's result field), TTFT/TPOT
+    p99 against their bounds (Server and Interactive), from LoadGen's detail log."""
     try:
         field = s.round_entry().result_field.get(scenarios.get(s.scenario).loadgen_enum)
     except HarnessError:
         field = None
+    if not s.spec.generates_tokens and not (field and "tokens" in field):
+        return None
+    res, eff = lg["results"], lg["effective"]
     out = {"result_field": field, "tokens_per_second": res.get(field) if field else None}
     for key in ("result_tokens_per_second", "result_completed_tokens_per_second", "result_inferred_tokens_per_second",
                 "result_inferred_completed_tokens_per_second"):

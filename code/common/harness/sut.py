@@ -247,12 +247,14 @@ class BatchingSUT:
                                 "(one numpy array per sample expected)")
             response, ptrs = lg.QuerySampleResponse, {}
             responses = []
-            for (qid, _), out in zip(batch, outs):
+            # a processor whose answers are generated tokens (whisper) gives their counts: LoadGen's n_tokens
+            counts = getattr(proc, "token_counts", None) or ()
+            for k, ((qid, _), out) in enumerate(zip(batch, outs)):
                 key = id(out)   # a processor may answer several samples with one array (the null one does)
                 ptr = ptrs.get(key)
                 if ptr is None:
                     ptr = ptrs[key] = (out.__array_interface__["data"][0], out.nbytes)
-                responses.append(response(qid, *ptr))
+                responses.append(response(qid, *ptr, int(counts[k])) if counts else response(qid, *ptr))
         except BaseException as e:  # keep LoadGen alive; the runner reports the error
             self.errors.append(e)
             outs = None

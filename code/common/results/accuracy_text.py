@@ -24,6 +24,7 @@ PATTERNS = {
     "mbxp_accuracy": r".*'mbxp':\s(-?[\d.]+).*",
     "exact_match": r".*'exact_match':\s(-?[\d.]+).*",               # deepseek-r1, gpt-oss-120b
     "F1_HIERARCHICAL": r'\{.*"f1":\s*(-?[\d\.]+).*\}',            # qwen3-vl-235b-a22b: the reference's JSON line
+    "ACCURACY": r"Word Error Rate\:.*, accuracy=(-?[0-9\.]+)%",    # whisper: accuracy_eval.py's output line
 }
 HASH = re.compile(r"^hash=([\w\d]+)$")
 # A scorer that could not score as the official script does (a missing language runtime, an untrained

@@ -148,9 +148,16 @@ DEEPSEEK_R1 = entry("deepseek-r1", "deepseek_r1", "deepseek-r1", dc=(SRV, OFF), 
                     acc=("exact_match", 0.99 * 81.3582, "TOKENS_PER_SAMPLE", 0.9 * 3886.2274),
                     up=("TOKENS_PER_SAMPLE", 1.1 * 3886.2274))
 
+# Whisper (v5.1 on): Offline in every category; LibriSpeech dev-clean + dev-other repacked, 1,633 samples; accuracy
+# (1 - WER) x 100 >= 99% of 97.9329; results in tokens/s; TEST01 (compliance/TEST01/whisper/audit.config: 4096).
+WHISPER = entry("whisper", "whisper", "whisper", edge=(OFF,), dc=(OFF,), both=(OFF,), size=1633, psc=1633,
+                tests=("TEST01",), t01=4096, result_field={OFF: "result_tokens_per_second"},
+                acc=("ACCURACY", (100.0 - 2.0671) * 0.99))
+
 _V51 = {
     **edit(_V50, "resnet", datacenter_scenarios=()),
     "deepseek-r1": DEEPSEEK_R1,
+    "whisper": WHISPER,
     "llama3.1-405b": LLAMA31_405B,
     **{n: _V50[n] for n in ("retinanet", "bert-99", "bert-99.9", "dlrm-v2-99", "dlrm-v2-99.9",
                             "3d-unet-99", "3d-unet-99.9")},
