@@ -23,7 +23,7 @@ from tests.conftest import build_tiny, metadata_under, official_root, offline_sa
 from tests.test_llm_harness import generate_reference, one
 
 Q = ("--benchmarks=qwen3-vl", "--model_variant=tiny")
-N = 32                                       # Qwen3VLBenchmark.tiny_samples
+N = 24                                       # Qwen3VLBenchmark.tiny_samples
 SHIM = Path(__file__).with_name("qwen3_vl_shim")
 
 
@@ -123,7 +123,7 @@ def test_qwen3_vl_offline_accuracy_batch1_is_reference_prompt_through_plain_gene
     prompts = load_prompts(scratch(env) / "preprocessed_data" / "qwen3_vl" / "tiny" / "prompts.npz")
     assert len(prompts) == N and all(len(p) > 1000 for p in prompts)
     swapped = 0
-    for i in range(0, N, 4):
+    for i in range(0, N, 6):
         m = json.loads(json.dumps(msgs[i]))
         m[1]["content"][1] = msgs[(i + 1) % N][1]["content"][1]
         x = proc(text=[proc.apply_chat_template(m, tokenize=False, add_generation_prompt=True)], images=images_of(m),
@@ -177,7 +177,7 @@ def test_qwen3_vl_server_end_to_end_bound(qv):
     """Server: judged end to end (mlperf.conf's target_latency 12 s at p99, use_token_latencies off), the round
     table's bound written to user.conf; answers logged as text."""
     qps = server_rate(qv["perf"], 0.5, cap=8)
-    m, qps, _ = server_run(("--action=run_harness", *Q, "--scenarios=Server", "--min_query_count=40",
+    m, qps, _ = server_run(("--action=run_harness", *Q, "--scenarios=Server", "--min_query_count=24",
                             "--min_duration=1000"), qv["root"] / "server", qv["env"], qps)
     assert valid_or_short(m), m["invalid_reasons"]
     assert m["loadgen_model"] == "qwen3-vl-235b-a22b"
@@ -249,10 +249,10 @@ def test_qwen3_vl_http_chat_completions_with_image_urls(qv, tmp_path):
         assert ans["prompt_token_ids"] == prompts[3].tolist()
         assert ans["choices"][0]["message"]["content"] == answers_of(qv["acc"]["log_dir"])[3]
         run_main("--action=run_harness", *Q, "--scenarios=Offline", "--test_mode=AccuracyOnly", "--backend=openai",
-                 f"--log_dir={tmp_path / 'http'}", env=env, check=True)
+                 "--llm_sample_count=12", f"--log_dir={tmp_path / 'http'}", env=env, check=True)
         m = one(tmp_path / "http")
-        assert answers_of(m["log_dir"]) == answers_of(qv["acc"]["log_dir"])
-        assert m["accuracy"]["metrics"]["f1"] == qv["acc"]["accuracy"]["metrics"]["f1"]
+        got, want = answers_of(m["log_dir"]), answers_of(qv["acc"]["log_dir"])
+        assert sorted(got) == list(range(12)) and all(got[i] == want[i] for i in got)
     finally:
         run_main("--action=stop_llm_server", env=env)
 

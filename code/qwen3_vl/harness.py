@@ -68,7 +68,7 @@ def load_media(path: Path, fix: str) -> dict:
 class Qwen3VLBenchmark(LLMBenchmark):
     spec = SPEC
     tiny_context = 4096
-    tiny_samples = 32
+    tiny_samples = 24
     tiny_judged = ("f1",)
     uses_rouge = False
 
