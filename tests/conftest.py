@@ -329,6 +329,7 @@ tiny_deepseek = _tiny_fixture("tiny_deepseek", "deepseek_r1", "The tiny DeepSeek
 tiny_gpt_oss = _tiny_fixture("tiny_gpt_oss", "gpt_oss_120b", "The tiny GPT-OSS-120B (GptOss shape: sliding/full attention, sinks, 4 experts top-2): model, harmony-format accuracy and performance Parquet sets, prompts.")
 tiny_llama405 = _tiny_fixture("tiny_llama405", "llama3_1_405b", "The tiny Llama3.1-405B (Llama shape): model, 8,313-format pickle of the three metrics, prompts.")
 tiny_dlrm = _tiny_fixture("tiny_dlrm", "dlrm_v2", "The tiny DLRM-v2: DCNv2 model, synthetic multi-hot Criteo day-23 set and query trace.")
+tiny_yolo = _tiny_fixture("tiny_yolo", "yolo", "The tiny YOLO11: seeded detector, synthetic COCO-format safe subset, letterboxed set.")
 
 
 # A Server latency bound no hiccup of a busy 2-core machine breaks: the runs that use it test the Server path and

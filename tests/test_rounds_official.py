@@ -19,7 +19,7 @@ from code.common.rounds import ROUNDS, Round
 from tests.conftest import official_root
 
 PACKAGES = {"resnet50", "retinanet", "unet3d", "bert", "dlrm_v2", "gptj", "llama2_70b", "mixtral_8x7b", "sdxl",
-            "llama3_1_8b", "deepseek_r1", "llama3_1_405b", "gpt_oss_120b", "qwen3_vl", "whisper"}
+            "llama3_1_8b", "deepseek_r1", "llama3_1_405b", "gpt_oss_120b", "qwen3_vl", "whisper", "yolo"}
 
 # Checker submission name -> harness package, for every name the harness runs in some round.
 PACKAGE_OF = {
@@ -29,7 +29,7 @@ PACKAGE_OF = {
     "llama2-70b-interactive-99": "llama2_70b", "llama2-70b-interactive-99.9": "llama2_70b",
     "mixtral-8x7b": "mixtral_8x7b", "stable-diffusion-xl": "sdxl",
     "llama3.1-8b": "llama3_1_8b", "llama3.1-8b-edge": "llama3_1_8b", "deepseek-r1": "deepseek_r1",
-    "llama3.1-405b": "llama3_1_405b", "gpt-oss-120b": "gpt_oss_120b", "qwen3-vl-235b-a22b": "qwen3_vl", "whisper": "whisper",
+    "llama3.1-405b": "llama3_1_405b", "gpt-oss-120b": "gpt_oss_120b", "qwen3-vl-235b-a22b": "qwen3_vl", "whisper": "whisper", "yolo-95": "yolo", "yolo-99": "yolo",
 }
 
 # -99.9 entries the checker lists without their -99 twin (v6.1 dropped llama2-70b-99 only).
@@ -53,8 +53,8 @@ def test_round_shape(version):
         assert rb.name == name
         assert rb.benchmark in PACKAGES, f"{version} {name}: {rb.benchmark} is not a harness package"
         assert PACKAGE_OF.get(name) == rb.benchmark, f"{version} {name}: package {rb.benchmark}"
-        assert rb.accuracy_variant in ("", "99", "99.9")
-        assert rb.accuracy_variant == (name.rsplit("-", 1)[1] if name.endswith(("-99", "-99.9")) else "")
+        assert rb.accuracy_variant in ("", "99", "99.9", "95")
+        assert rb.accuracy_variant == (name.rsplit("-", 1)[1] if name.endswith(("-99", "-99.9", "-95")) else "")
         assert rb.scenarios, f"{version} {name} is in no category"
         for scen in (rb.edge_scenarios, rb.datacenter_scenarios, rb.both_scenarios):
             assert len(set(scen)) == len(scen)

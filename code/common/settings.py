@@ -144,18 +144,18 @@ class RunSettings:
 
     @property
     def log_name(self) -> str:
-        """The benchmark's folder name in logs: the package name, with "-99.9" for the high-accuracy
-        variant of a benchmark that has one (so 99 and 99.9 runs never share a folder)."""
+        """The benchmark's folder name in logs: the package name, with "-99.9" (yolo: "-95") for the accuracy
+        variant other than 99 of a benchmark that has one (so two variants' runs never share a folder)."""
         from code.common import rounds
 
         if self.edge_twin:
             return f"{self.benchmark}-edge"
-        return f"{self.benchmark}-99.9" if self.accuracy_target == "99.9" and rounds.has_variants(self.benchmark) \
-            else self.benchmark
+        return f"{self.benchmark}-{self.accuracy_target}" if self.accuracy_target != "99" \
+            and rounds.has_variants(self.benchmark) else self.benchmark
 
     @property
     def accuracy_target(self) -> str:
-        """"99" or "99.9": --accuracy_target, else 99.9 under config_ver high_accuracy (NVIDIA's convention)."""
+        """"99", "99.9" or "95": --accuracy_target, else 99.9 under config_ver high_accuracy (NVIDIA's convention)."""
         given = self.values.get("accuracy_target") or ("99.9" if self.config_ver == "high_accuracy" else None)
         if given:
             return given

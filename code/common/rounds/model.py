@@ -38,7 +38,7 @@ class RoundBenchmark:
     name: str                                  # submission directory name, e.g. "resnet", "bert-99.9"
     benchmark: str                             # harness package that runs it, e.g. "resnet50", "bert"
     loadgen_model: str                         # model key in LoadGen's mlperf.conf, e.g. "resnet50"
-    accuracy_variant: str = ""                 # "99" | "99.9" | "" (the round has no split)
+    accuracy_variant: str = ""                 # "99" | "99.9" | "95" (yolo-95) | "" (the round has no split)
     edge_scenarios: tuple[str, ...] = ()       # required scenarios for system_type "edge" (empty: not edge)
     datacenter_scenarios: tuple[str, ...] = () # required scenarios for "datacenter" (empty: not datacenter)
     both_scenarios: tuple[str, ...] = ()       # required for "datacenter,edge"
@@ -112,7 +112,7 @@ class RoundBenchmark:
             return (lo + hi) / 2
         if metric in ("GEN_LEN", "TOKENS_PER_SAMPLE"):
             return lo / 0.9
-        return lo / (0.999 if self.accuracy_variant == "99.9" else 0.99)
+        return lo / {"99.9": 0.999, "95": 0.95}.get(self.accuracy_variant, 0.99)
 
     def delta_perc(self, metric: str) -> float:
         """Allowed TEST01 fallback accuracy delta in percent (checker default: 1, or 0.1 for -99.9)."""

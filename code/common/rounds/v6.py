@@ -5,14 +5,14 @@ b66003e10e2db4b8c36a448b0545ec90fcc6e9e9 ("Require only one of server or interac
 comes from. ``tests/test_rounds_official.py`` compares both files with a checkout.
 
 Only the harness's benchmarks are listed (rgat,
-qwen3-vl, wan-2.2, dlrm-v3, yolo, e2e-rag, pointpainting are not). The scenario tuples hold the
+qwen3-vl, wan-2.2, dlrm-v3, e2e-rag, pointpainting are not). The scenario tuples hold the
 required scenarios; the checker's *optional* ones ("one of Interactive or Server" for the datacenter
 LLMs since v5.1, ``optional-scenarios-datacenter``) are ``RoundBenchmark.optional_scenarios``.
 """
 from __future__ import annotations
 
 from code.common.rounds.model import Round, seeds
-from code.common.rounds.v5 import AUDIT_ACCURACY_LOG_RNG_SEED, MIN_DURATION_MS, OFF, SRV, TOKENS, V5_1, edit, entry, sdxl
+from code.common.rounds.v5 import AUDIT_ACCURACY_LOG_RNG_SEED, MIN_DURATION_MS, MS, OFF, SRV, SS, TOKENS, V5_1, edit, entry, sdxl
 
 CHECKER_COMMIT = "b66003e10e2db4b8c36a448b0545ec90fcc6e9e9"
 
@@ -33,6 +33,12 @@ GPT_OSS_120B = entry("gpt-oss-120b", "gpt_oss_120b", "gpt-oss-120b", dc=(OFF,), 
                      # compliance/TEST07/gpt-oss-120b/audit.config: acc/acc_eval_compliance_gpqa.parquet, 990 samples;
                      # compliance/TEST09/gpt-oss-120b/audit.config: 1,278.2 tokens +/- 10% over the 6,396
                      test07_samples=990, test07_accuracy_threshold=60.698, test09_output_tokens=(1150.38, 1406.02))
+
+# YOLOv11l (v6.0 on): yolo-95 / yolo-99 in the edge and datacenter,edge categories (SingleStream, MultiStream,
+# Offline); COCO safe subset of 1,525 images, 64 performance samples; mAP >= 53.4 x 0.95 / x 0.99; TEST01
+# (compliance/TEST01/yolo/audit.config: accuracy_log_sampling_target 64).
+YOLO = {f"yolo-{v}": entry(f"yolo-{v}", "yolo", "yolo", v, edge=(SS, MS, OFF), both=(SS, MS, OFF), size=1525, psc=64,
+                           tests=("TEST01",), t01=64, acc=("mAP", 53.4 * f)) for v, f in (("95", 0.95), ("99", 0.99))}
 
 # Qwen3-VL-235B-A22B (v6.0 on): results in samples/s; F1_HIERARCHICAL >= 99% of 0.7903 over the 48,289-sample
 # catalogue; no audits. End-to-end latency bounds (the checker's latency-constraint; use_token_latencies is off in
@@ -64,6 +70,7 @@ _V60 = {
     "gpt-oss-120b": GPT_OSS_120B,
     "whisper": _V51["whisper"],
     "qwen3-vl-235b-a22b": QWEN3_VL_V60,
+    **YOLO,
 }
 
 V6_0 = Round(version="v6.0", loadgen_versions=("6.0.5", "6.0.15"), seeds=SEEDS_V60,
@@ -86,6 +93,7 @@ V6_1 = Round(
         # SDXL is edge (SingleStream, Offline) as in v6.0; its accuracy run saves the images of
         # text_to_image/tools/sample_ids.txt of v6.1 (4b790a61 "Add constants for v6.1"); the checker's
         # REQUIRED_ACC_BENCHMARK has no v6.1 list yet.
+        **{n: _V60[n] for n in ("yolo-95", "yolo-99")},
         "stable-diffusion-xl": sdxl(("4475", "3627", "1046", "4937", "3867", "1671", "3789", "1206", "4111", "3093")),
         "qwen3-vl-235b-a22b": QWEN3_VL_V61,
     },
