@@ -100,12 +100,13 @@ def test_yolo_harness_equals_plain_torch(runs, env):
     ann = json.loads(_annotations(env).read_text())
     net = model.load_torch(scratch / "models/yolo/tiny", "tiny")
     pre = scratch / "preprocessed_data/coco_safe/tiny" / f"letterbox{model.TINY_SIZE}_uint8"
-    ref = {}
+    ims, ref = ann["images"], {}
     with torch.inference_mode(), model.one_thread():
-        for i, im in enumerate(ann["images"]):
-            x = np.load(pre / f"{im['file_name']}.npy").astype(np.float32)[None] / 255
-            hw = (im["height"], im["width"])
-            ref[i] = detection_rows(i, *model.postprocess(net(torch.from_numpy(x))[0], hw, model.TINY_SIZE), hw)
+        for s in range(0, len(ims), 8):
+            x = np.stack([np.load(pre / f"{im['file_name']}.npy") for im in ims[s:s + 8]]).astype(np.float32) / 255
+            for i, o in enumerate(net(torch.from_numpy(x)), s):
+                hw = (ims[i]["height"], ims[i]["width"])
+                ref[i] = detection_rows(i, *model.postprocess(o, hw, model.TINY_SIZE), hw)
     entries = [{"qsl_idx": i, "data": r.tobytes().hex()} for i, r in ref.items()]
     dets, ids, ref_rows = detections(entries, ann["images"])
     ref_map = 100 * coco_map(ann, dets, ids)[0]
