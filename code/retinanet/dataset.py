@@ -118,11 +118,18 @@ def check_preprocessed(path: Path, size: int, fix: str, mmap: bool = True) -> np
 
 def preprocess_all(image_dir: Path, images: Sequence[dict], size: int, out_dir: Path, fix: str, log=print) -> int:
     """Write every missing or damaged ``<file_name>.npy``; returns how many were written."""
+    return write_missing(image_dir, images, out_dir, fix, lambda dest: check_preprocessed(dest, size, fix),
+                         lambda im: to_model_input(decode(image_dir / im["file_name"]), size), "OpenImages")
+
+
+def write_missing(image_dir: Path, images: Sequence[dict], out_dir: Path, fix: str, check, convert, dataset: str) -> int:
+    """Every image of ``images`` must be in ``image_dir``; each ``<file_name>.npy`` in ``out_dir`` that ``check``
+    rejects (MissingDataError: absent or damaged) is rewritten as ``convert(image entry)``. Returns how many."""
     from code.common import progress
 
     missing = [im["file_name"] for im in images if not (image_dir / im["file_name"]).is_file()]
     if missing:
-        raise MissingDataError(f"{len(missing)} of {len(images)} OpenImages images missing in {image_dir} "
+        raise MissingDataError(f"{len(missing)} of {len(images)} {dataset} images missing in {image_dir} "
                                f"(e.g. {missing[0]})", fix)
     out_dir.mkdir(parents=True, exist_ok=True)
     done = 0
@@ -130,9 +137,9 @@ def preprocess_all(image_dir: Path, images: Sequence[dict], size: int, out_dir: 
         for im in images:
             dest = preprocessed_file(out_dir, im["file_name"])
             try:
-                check_preprocessed(dest, size, fix)
+                check(dest)
             except MissingDataError:         # absent or damaged: (re)write it
-                arr = to_model_input(decode(image_dir / im["file_name"]), size)
+                arr = convert(im)
                 with staged_path(dest, suffix=".npy") as tmp:
                     with open(tmp, "wb") as f:
                         np.save(f, arr)
@@ -154,7 +161,7 @@ class OpenImagesQSL(QSL):
             raise MissingDataError(f"{len(missing)} of {len(self.files)} preprocessed images missing "
                                    f"(e.g. {missing[0]})", fix)
         for f in self.files:            # headers only: a damaged file stops the run before LoadGen starts
-            check_preprocessed(f, size, fix)
+            self._check(f)
         self.total_count = len(self.files)
         self.performance_count = min(performance_count, self.total_count)
         self.loaded: dict[int, np.ndarray] = {}
@@ -162,11 +169,15 @@ class OpenImagesQSL(QSL):
     def load(self, indices: Sequence[int]) -> None:
         for i in indices:
             if i not in self.loaded:
-                self.loaded[i] = np.ascontiguousarray(check_preprocessed(self.files[i], self.size, self.fix, mmap=False))
+                self.loaded[i] = np.ascontiguousarray(self._check(self.files[i], mmap=False))
 
     def unload(self, indices: Sequence[int]) -> None:
         for i in indices:
             self.loaded.pop(i, None)
+
+    def _check(self, path: Path, mmap: bool = True) -> np.ndarray:
+        """One preprocessed file, checked (dtype, shape): what a subclass storing another layout overrides."""
+        return check_preprocessed(path, self.size, self.fix, mmap)
 
     def sample(self, i: int) -> np.ndarray:
         """(1, 3, S, S) view of a loaded sample."""

@@ -23,9 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-from code.common.benchmark import QSL
 from code.common.errors import MissingDataError
-from code.common.fileio import staged_path
+from code.retinanet.dataset import OpenImagesQSL, write_missing
 
 IMAGES = "val2017_safe"
 ANNOTATIONS = "val2017_safe/annotations/instances_val2017.json"
@@ -96,10 +95,6 @@ def to_model_input(stored: np.ndarray) -> np.ndarray:
     return stored.astype(np.float32) / np.float32(255.0)
 
 
-def preprocessed_file(out_dir: Path, file_name: str) -> Path:
-    return out_dir / f"{file_name}.npy"
-
-
 def check_preprocessed(path: Path, size: int, fix: str, mmap: bool = True) -> np.ndarray:
     from code.common.fileio import load_array
 
@@ -107,62 +102,32 @@ def check_preprocessed(path: Path, size: int, fix: str, mmap: bool = True) -> np
 
 
 def preprocess_all(image_dir: Path, images: Sequence[dict], size: int, out_dir: Path, fix: str) -> int:
-    """Write every missing or damaged ``<file_name>.npy``; returns how many were written. An image whose
-    decoded size is not the annotation's height x width is an error (boxes are scaled by the annotation's)."""
-    from code.common import progress
+    """Write every missing or damaged ``<file_name>.npy`` (RetinaNet's loop); returns how many were written. An
+    image whose decoded size is not the annotation's height x width is an error (boxes are scaled by the
+    annotation's)."""
+    def convert(im: dict) -> np.ndarray:
+        bgr = decode_bgr(image_dir / im["file_name"], fix)
+        if bgr.shape[:2] != (im["height"], im["width"]):
+            raise MissingDataError(f"{im['file_name']} decodes to {bgr.shape[1]}x{bgr.shape[0]}, the annotations say "
+                                   f"{im['width']}x{im['height']}", fix)
+        return to_stored(bgr, size)
 
-    missing = [im["file_name"] for im in images if not (image_dir / im["file_name"]).is_file()]
-    if missing:
-        raise MissingDataError(f"{len(missing)} of {len(images)} COCO images missing in {image_dir} "
-                               f"(e.g. {missing[0]})", fix)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    done = 0
-    with progress.bar(len(images), "preprocess", "image") as bar:
-        for im in images:
-            dest = preprocessed_file(out_dir, im["file_name"])
-            try:
-                check_preprocessed(dest, size, fix)
-            except MissingDataError:         # absent or damaged: (re)write it
-                bgr = decode_bgr(image_dir / im["file_name"], fix)
-                if bgr.shape[:2] != (im["height"], im["width"]):
-                    raise MissingDataError(f"{im['file_name']} decodes to {bgr.shape[1]}x{bgr.shape[0]}, the "
-                                           f"annotations say {im['width']}x{im['height']}", fix) from None
-                with staged_path(dest, suffix=".npy") as tmp:
-                    with open(tmp, "wb") as f:
-                        np.save(f, to_stored(bgr, size))
-                done += 1
-            bar.update()
-    return done
+    return write_missing(image_dir, images, out_dir, fix, lambda dest: check_preprocessed(dest, size, fix), convert,
+                         "COCO")
 
 
 # --- QSL ---------------------------------------------------------------------------------------------
 
-class CocoQSL(QSL):
-    """Loaded samples as uint8 (3, S, S) arrays; ``batch`` gives the float32 model input. ``shapes[i]`` is
-    image i's original (height, width), which the post-processing scales boxes back to."""
+class CocoQSL(OpenImagesQSL):
+    """RetinaNet's per-image ``.npy`` QSL holding uint8 (3, S, S) arrays; ``batch`` gives the float32 model input.
+    ``shapes[i]`` is image i's original (height, width), which the post-processing scales boxes back to."""
 
     def __init__(self, pre_dir: Path, images: Sequence[dict], performance_count: int, size: int, fix: str):
-        self.files = [preprocessed_file(pre_dir, im["file_name"]) for im in images]
+        super().__init__(pre_dir, images, performance_count, size, fix)
         self.shapes = [(int(im["height"]), int(im["width"])) for im in images]
-        self.size, self.fix = size, fix
-        missing = [f for f in self.files if not f.is_file()]
-        if missing:
-            raise MissingDataError(f"{len(missing)} of {len(self.files)} preprocessed images missing "
-                                   f"(e.g. {missing[0]})", fix)
-        for f in self.files:            # headers only: a damaged file stops the run before LoadGen starts
-            check_preprocessed(f, size, fix)
-        self.total_count = len(self.files)
-        self.performance_count = min(performance_count, self.total_count)
-        self.loaded: dict[int, np.ndarray] = {}
 
-    def load(self, indices: Sequence[int]) -> None:
-        for i in indices:
-            if i not in self.loaded:
-                self.loaded[i] = np.ascontiguousarray(check_preprocessed(self.files[i], self.size, self.fix, mmap=False))
-
-    def unload(self, indices: Sequence[int]) -> None:
-        for i in indices:
-            self.loaded.pop(i, None)
+    def _check(self, path: Path, mmap: bool = True) -> np.ndarray:
+        return check_preprocessed(path, self.size, self.fix, mmap)
 
     def batch(self, indices: Sequence[int]) -> np.ndarray:
         return to_model_input(np.stack([self.loaded[i] for i in indices]))
