@@ -28,7 +28,7 @@ DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
 .PHONY: prebuild venv build info download_model download_data preprocess_data calibrate generate_engines run_harness run \
         find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 run_audit_test07 run_audit_test09 update_results truncate_results export_submission \
-        check_submission demo test docs clean bench add_system doctor report run_llm_server stop_llm_server gpu_check
+        check_submission submission demo test docs clean bench add_system doctor report run_llm_server stop_llm_server gpu_check
 
 venv: $(STAMP)
 $(STAMP): requirements.txt
@@ -132,6 +132,16 @@ export_submission: venv
 
 check_submission: venv
 	$(MAIN) --action=check_submission $(SUBMISSION_ARGS)
+
+# a round's whole submission, resumable (code/common/submission/flow.py): make submission ROUND=v6.1 SYSTEM_TYPE=edge
+# [BENCHMARKS=resnet50] [MODEL_VARIANT=tiny] [SMOKE=1: short runs, never submittable] [PLAN=1: print the plan only]
+SYSTEM_TYPE ?=
+SMOKE ?=
+PLAN ?=
+submission: venv
+	@$(MAIN) --action=submission --system_type=$(SYSTEM_TYPE) $(ROUND_ARG) --model_variant=$(MODEL_VARIANT) \
+	  $(if $(filter command line environment,$(origin BENCHMARKS)),--benchmarks=$(BENCHMARK_LIST)) \
+	  --submitter=$(SUBMITTER) --division=$(DIVISION) $(if $(SMOKE),--smoke) $(if $(PLAN),--dry_run) $(RUN_ARGS)
 
 # register this machine's GPUs as a known system with config blocks: RUN_ARGS="--system_id=... --based_on=..."
 add_system: venv

@@ -193,6 +193,10 @@ def _plan_and_dispatch(argv: list[str]) -> int:
     from code.common.engines import rebuilding
 
     cli, settings = plan(argv)
+    if cli.get("action") == "submission":      # a whole plan of the other actions, each planned here (plan)
+        from code.common.submission.flow import submission
+
+        return submission(cli, plan)
     with rebuilding(cli.get("force_rebuild", False)):
         return actions.dispatch(cli.get("action", "run_harness"), cli, settings) or 0
 

@@ -19,7 +19,7 @@ from code.common.rounds import AUDIT_TESTS, VERSIONS as ROUND_VERSIONS
 ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "calibrate", "generate_engines",
            "run_harness", "run", "run_audit_harness", "find_performance", "docs", "add_system", "doctor", "report",
            "update_results", "truncate_results", "export_submission", "check_submission", "run_llm_server",
-           "stop_llm_server")
+           "stop_llm_server", "submission")
 # FindPeakPerformance is NVIDIA's spelling of find_performance (run_harness hands it over)
 TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun", "FindPeakPerformance")
 CONFIG_VERS = ("default", "high_accuracy", "maxq", "triton")
@@ -163,7 +163,7 @@ ENGINE_AND_RUN = ("generate_engines",) + RUN + TUNE
 DATA = ("download_model", "download_data", "preprocess_data")
 # the submission tools: they read staged runs and trees, not benchmarks
 SUBMISSION = ("update_results", "truncate_results", "export_submission", "check_submission")
-NO_BENCHMARK = ("docs", "build", "add_system", "report", "stop_llm_server") + SUBMISSION     # actions that take no --benchmarks
+NO_BENCHMARK = ("docs", "build", "add_system", "report", "stop_llm_server", "submission") + SUBMISSION     # actions that take no --benchmarks
 
 # Scenario scope: a core field that only some scenarios use is listed in their
 # code.common.scenarios entry (Scenario.settings), not here.
@@ -173,7 +173,8 @@ CORE_FIELDS: tuple[Field, ...] = (
     Field("benchmarks", parse_list, (), "Benchmarks, comma- or space-separated, or 'all' (aliases accepted: sdxl, "
           "resnet, stable-diffusion-xl, ...).", config=False, control=True),
     Field("scenarios", parse_list, (), "Scenarios, comma-separated, or 'all' (case-insensitive). Default: all the "
-          "benchmark supports.", config=False, actions=ENGINE_AND_RUN + ("info", "report"), control=True),
+          "benchmark supports (submission: the plan's, restricted to these).", config=False,
+          actions=ENGINE_AND_RUN + ("info", "report", "submission"), control=True),
     Field("config_ver", parse_list, ("default",), "Config variants inside each system block, comma-separated, or "
           "'all' (every variant the system's blocks define). high_accuracy selects the 99.9 accuracy target.",
           choices=CONFIG_VERS + (ALL,), config=False, control=True),
@@ -205,9 +206,19 @@ CORE_FIELDS: tuple[Field, ...] = (
           control=True),
     Field("submitter", parse_str, "OpenHarness", "The submitting organization (a directory name of the submission "
           "tree; make ... SUBMITTER=<org>).", config=False,
-          actions=("update_results", "export_submission", "check_submission"), control=True),
+          actions=("update_results", "export_submission", "check_submission", "submission"), control=True),
     Field("division", parse_str, "closed", "Submission division (make ... DIVISION=open).", choices=("closed", "open"),
-          config=False, actions=("update_results", "export_submission"), control=True),
+          config=False, actions=("update_results", "export_submission", "submission"), control=True),
+    Field("system_type", parse_str, None, "submission: the category the whole plan is for (make submission "
+          "SYSTEM_TYPE=edge): its required scenarios, and for datacenter LLMs one of the optional ones.",
+          choices=("datacenter", "edge"), config=False, actions=("submission",), control=True),
+    Field("dry_run", parse_bool, False, "submission: print the plan (each run, audit and its estimated time) and "
+          "exit.", flag_value=True, config=False, actions=("submission",), control=True),
+    Field("smoke", parse_bool, False, "submission: short runs of the whole flow (64 queries, 662 where a p99 "
+          "is judged; minimum durations of 1-100 ms), recorded as smoke runs in their metadata and never "
+          "submittable: staged only into the plan's "
+          "own smoke tree (build/smoke/...).", flag_value=True, config=False, actions=RUN + ("submission",),
+          control=True),
     Field("staging_root", parse_str, None, "Where results/, measurements/, compliance/ and systems/ are staged "
           "(default: $MLPERF_STAGING_ROOT, else the repository root).", config=False,
           actions=("update_results", "truncate_results", "export_submission"), control=True),

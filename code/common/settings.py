@@ -49,6 +49,7 @@ class RunControl:
     null_processor: bool = _NOT_SUBMITTABLE(False)         # benchmarks of the harness itself: no model work
     null_service_ms: float = _NOT_SUBMITTABLE(0.0)         # with null_processor: each batch sleeps this long
     slow_batch_ms: float = _NOT_SUBMITTABLE(0.0)           # TEST ONLY (executor=ray): each actor batch takes >= this
+    smoke: bool = _NOT_SUBMITTABLE(False)                  # make submission --smoke: a short run of the whole flow
     force_rebuild: bool = False            # engines are built again (code.common.engines.rebuilding)
     find_probe_seconds: float = 10.0       # find_performance (code.common.tuning)
     find_confirm_seconds: float = 60.0
@@ -63,13 +64,15 @@ class RunControl:
         return dataclasses.asdict(self)
 
     @classmethod
-    def not_submittable(cls, recorded: Mapping[str, Any] | None) -> list[str]:
+    def not_submittable(cls, recorded: Mapping[str, Any] | None, allow: tuple[str, ...] = ()) -> list[str]:
         """The test-only / harness-benchmark values a run's recorded ``control`` (metadata.json) has set, as
-        ``--name=value``; empty for a run that may be submitted."""
+        ``--name=value``; empty for a run that may be submitted. ``allow``: names not counted (a smoke tree's
+        own ``smoke``)."""
         if not isinstance(recorded, Mapping):
             return []
         return [f"--{f.name}={recorded[f.name]}" for f in dataclasses.fields(cls)
-                if f.metadata.get("not_submittable") and f.name in recorded and recorded[f.name] != f.default]
+                if f.metadata.get("not_submittable") and f.name in recorded and recorded[f.name] != f.default
+                and f.name not in allow]
 
 
 def _jsonable(v: Any) -> Any:

@@ -50,12 +50,13 @@ def _settings_of(target: Any):
 
 
 def reference_runs(system_name: str, benchmark: str, scenario: str, *, roots=None,
-                   round_min_ms: int = 600_000, why: list | None = None) -> tuple[Run | None, Run | None]:
+                   round_min_ms: int = 600_000, why: list | None = None,
+                   allow: tuple[str, ...] = ()) -> tuple[Run | None, Run | None]:
     """(performance run, accuracy run) the submission would stage for this key, or None each.
     ``why``: if given, receives (run, reason) for every run of this key that was not chosen."""
     runs, _ = scan(roots or [paths.logs_dir()])
     runs = [r for r in runs if r.key == (system_name, benchmark, scenario)]
-    sel = choose(runs, round_min_ms)
+    sel = choose(runs, round_min_ms, allow)     # a smoke audit (allow=("smoke",)) is verified against smoke runs
     key = (system_name, benchmark, scenario)
     if why is not None:
         why.extend(sel.skipped)
@@ -290,7 +291,8 @@ def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, r
     text = ac.audit_config(test, rnd, rb, settings.scenario, extra_audit_keys)
     skipped: list = []
     perf_ref, acc_ref = reference_runs(settings.system_name, settings.log_name, settings.scenario,
-                                       round_min_ms=rnd.min_duration_ms, why=skipped)
+                                       round_min_ms=rnd.min_duration_ms, why=skipped,
+                                       allow=("smoke",) if (control_over or {}).get("smoke") else ())
     if test in SELF_CONTAINED:     # checks the audit run's own log: no reference run is compared
         perf_ref = acc_ref = None
     elif perf_ref is None:
@@ -336,7 +338,8 @@ def run_audits(cli: dict, settings: list) -> int:
     """``--action=run_audit_harness``: the audit for every benchmark x scenario; 0 if all pass, else 4."""
     test = cli.get("audit_test")
     failed = []
-    over = {k: cli[k] for k in ("verbose", "use_cached_responses", "plant_first_token", "plant_output_limit") if k in cli}
+    over = {k: cli[k] for k in ("verbose", "use_cached_responses", "plant_first_token", "plant_output_limit", "smoke")
+            if k in cli}
     for s in settings:
         rec = run_audit(s, test, control_over=over)
         if not rec["accepted"]:

@@ -134,13 +134,14 @@ def scan(roots: Iterable[str | Path], strict: bool = False) -> tuple[list[Run], 
     return runs, problems
 
 
-def test_only(meta: dict) -> str | None:
-    """Why a run made with test-only control values (metadata.json ``control``) can never be submitted, or None."""
-    bad = RunControl.not_submittable(meta.get("control")) if isinstance(meta, dict) else []
+def test_only(meta: dict, allow: tuple[str, ...] = ()) -> str | None:
+    """Why a run made with test-only control values (metadata.json ``control``) can never be submitted, or None.
+    ``allow``: control names not counted (``smoke`` where a smoke plan stages its own runs into a smoke tree)."""
+    bad = RunControl.not_submittable(meta.get("control"), allow) if isinstance(meta, dict) else []
     return f"made with {', '.join(bad)} (test-only; never submittable): rerun without it" if bad else None
 
 
-def _why_not(run: Run, files: tuple[str, ...], audit_note: str) -> str | None:
+def _why_not(run: Run, files: tuple[str, ...], audit_note: str, allow: tuple[str, ...] = ()) -> str | None:
     """What rules a run out in either mode, or None."""
     m = run.meta
     if m.get("audit_test"):
@@ -149,7 +150,7 @@ def _why_not(run: Run, files: tuple[str, ...], audit_note: str) -> str | None:
         return f"run failed: {m.get('error') or 'status ' + str(m.get('status'))}"
     if m.get("loadgen_errors"):
         return f"LoadGen logged errors: {m['loadgen_errors'][0]}"
-    why = test_only(m)
+    why = test_only(m, allow)
     if why:
         return why
     missing = [f for f in files if not (run.dir / f).is_file()]
@@ -158,14 +159,14 @@ def _why_not(run: Run, files: tuple[str, ...], audit_note: str) -> str | None:
     return None
 
 
-def _why_not_performance(run: Run) -> str | None:
+def _why_not_performance(run: Run, allow: tuple[str, ...] = ()) -> str | None:
     m = run.meta
     if m.get("status") == "ok" and not m.get("audit_test") and (m.get("result_validity") != "VALID"
                                                                   or not m.get("valid", False)):
         lines = m.get("invalid_reasons") or (m.get("early_stopping") or {}).get("lines") or []
         extra = f" ({'; '.join(str(x) for x in lines[:2])})" if lines else ""
         return f"LoadGen result {m.get('result_validity') or 'unknown'}{extra}"
-    why = _why_not(run, PERF_FILES, ", not a submission run")
+    why = _why_not(run, PERF_FILES, ", not a submission run", allow)
     if why is None and m.get("metric_value") is None:
         return "no headline metric in metadata"
     if why is None and (isinstance(m["metric_value"], bool) or not isinstance(m["metric_value"], (int, float))):
@@ -173,8 +174,8 @@ def _why_not_performance(run: Run) -> str | None:
     return why
 
 
-def _why_not_accuracy(run: Run) -> str | None:
-    why = _why_not(run, ACC_FILES, "")
+def _why_not_accuracy(run: Run, allow: tuple[str, ...] = ()) -> str | None:
+    why = _why_not(run, ACC_FILES, "", allow)
     if why is not None:
         return why
     rec = run.meta.get("accuracy") or {}
@@ -195,16 +196,17 @@ def _acc_passed(run: Run) -> bool | None:
     return (run.meta.get("accuracy") or {}).get("passed")
 
 
-def choose(runs: Iterable[Run], round_min_duration_ms: int = 600_000) -> Selection:
+def choose(runs: Iterable[Run], round_min_duration_ms: int = 600_000, allow: tuple[str, ...] = ()) -> Selection:
+    """``allow``: test-only control names not held against a run (test_only); only a smoke tree passes one."""
     sel = Selection()
     perf_cands: dict[tuple, list[Run]] = {}
     acc_cands: dict[tuple, list[Run]] = {}
     for run in runs:
         if run.mode == "PerformanceOnly":
-            why = _why_not_performance(run)
+            why = _why_not_performance(run, allow)
             (sel.skipped.append((run, why)) if why else perf_cands.setdefault(run.key, []).append(run))
         elif run.mode == "AccuracyOnly":
-            why = _why_not_accuracy(run)
+            why = _why_not_accuracy(run, allow)
             (sel.skipped.append((run, why)) if why else acc_cands.setdefault(run.key, []).append(run))
         else:
             sel.skipped.append((run, f"test_mode {run.mode} is not staged"))

@@ -42,7 +42,7 @@ from code.common.results.accuracy_text import has_hash
 from code.common.results.selection import test_only
 from code.common.submission import endpoints
 from code.common.submission.stage import check_name, staging_root
-from code.common.submission.tree import link_or_copy, link_tree
+from code.common.submission.tree import link_or_copy, link_tree, mark_smoke_tree, smoke_allowance
 from code.common.submission.truncate import MAX_TRUNCATED
 
 PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json")
@@ -62,10 +62,11 @@ def _copy_some(src: Path, dst: Path, names) -> None:
             link_or_copy(src / n, dst / n)
 
 
-def _check_submittable(run_dir: Path) -> None:
-    """A staged run made with test-only control values (its metadata.json) is never exported."""
+def _check_submittable(run_dir: Path, allow: tuple[str, ...] = ()) -> None:
+    """A staged run made with test-only control values (its metadata.json) is never exported (a smoke tree's
+    smoke runs excepted: ``allow``)."""
     md = run_dir / "metadata.json"
-    why = test_only(read_json(md, "make update_results")) if md.is_file() else None
+    why = test_only(read_json(md, "make update_results"), allow) if md.is_file() else None
     if why:
         raise HarnessError(f"{run_dir}: {why}", "make update_results (it stages only submittable runs)")
 
@@ -112,12 +113,15 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
     out = Path(out or export_root())
     repo = Path(repo or paths.REPO_ROOT)
     results = root / "results"
+    allow = smoke_allowance(root)       # a smoke tree exports its own smoke runs, marked as such
     if not results.is_dir() or not any(p.is_dir() for p in results.iterdir()):   # results/README.md is tracked
         raise HarnessError(f"nothing staged in {results}", "make update_results")
     # this export owns <out>/<division>/<submitter> only: other divisions and submitters stay
     fix = f"move it away, or export elsewhere: make export_submission RUN_ARGS=\"--submission_dir={out}-new\""
     claim_dir(out, lambda _: True, "the export folder", fix)
     final = claim_dir(out / division / submitter, is_export, "the export tree", fix)
+    if allow:
+        mark_smoke_tree(out)
     tar = tarball_path(out, submitter)
     for folder in (final.parent, tar.parent):   # what a killed export left
         clean_stale_partials(folder)
@@ -136,7 +140,7 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
                         raise HarnessError(f"{scen_dir} holds an endpoints-client result, which MLPerf Inference "
                                            f"{rnd.version} does not accept for {bench}",
                                            "export it for the round it was staged for (--round=v6.1)")
-                    _check_submittable(scen_dir)
+                    _check_submittable(scen_dir, allow)
                     endpoints.export_files(scen_dir, dst)
                     systems.add(system)
                 elif not (scen_dir / "performance" / "run_1" / "mlperf_log_detail.txt").is_file():
@@ -145,10 +149,10 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
                     continue
                 else:
                     systems.add(system)
-                    _check_submittable(scen_dir / "performance" / "run_1")
+                    _check_submittable(scen_dir / "performance" / "run_1", allow)
                     _copy_some(scen_dir / "performance" / "run_1", dst / "performance" / "run_1", PERF_FILES)
                     if (scen_dir / "accuracy").is_dir():
-                        _check_submittable(scen_dir / "accuracy")
+                        _check_submittable(scen_dir / "accuracy", allow)
                         _check_truncated(scen_dir / "accuracy")
                         _copy_some(scen_dir / "accuracy", dst / "accuracy", ACC_FILES)
                         if (scen_dir / "accuracy" / "images").is_dir():

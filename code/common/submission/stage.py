@@ -33,7 +33,7 @@ from code.common.fileio import clean_stale_partials, make_stage_dir, read_json, 
 from code.common import rounds
 from code.common.submission import endpoints, measurements, mlperf_conf, sysdesc
 from code.common.results.selection import Run, Selection, choose, scan
-from code.common.submission.tree import link_or_copy, link_tree, swap_dirs
+from code.common.submission.tree import link_or_copy, link_tree, smoke_allowance, swap_dirs
 
 SUBDIRS = ("results", "compliance", "measurements")
 PERF_COPY = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json", "metadata.json")
@@ -175,7 +175,7 @@ def stage(*, submitter: str, division: str, version: str | None = None, log_root
     root = Path(root or staging_root())
     found = endpoints.read_all(endpoints_results, rnd, system_name)     # every report checked before any write
     runs, problems = scan(log_roots or [paths.logs_dir()], strict=True)
-    sel = choose(runs, rnd.min_duration_ms)
+    sel = choose(runs, rnd.min_duration_ms, smoke_allowance(root))     # smoke runs only into a smoke tree
     staged, dropped = plan(sel, rnd)
     sel.skipped += dropped
     _add_endpoints(staged, sel, found)

@@ -68,6 +68,23 @@ def swap_dirs(new_root: Path, final_root: Path, names: Iterable[str]) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
+# A staging root or export folder holding `make submission --smoke` runs says so in this file: staging and export
+# accept smoke runs (RunControl.smoke, never submittable) only in such a tree, and never mix them into another.
+SMOKE_MARKER = "SMOKE_NOT_SUBMITTABLE.txt"
+
+
+def mark_smoke_tree(root: str | Path) -> None:
+    from code.common.fileio import write_text
+
+    write_text(Path(root) / SMOKE_MARKER, "This tree holds make submission --smoke runs: short runs of the whole "
+               "flow, never submittable.\n")
+
+
+def smoke_allowance(root: str | Path) -> tuple[str, ...]:
+    """The test-only control names a tree's runs may carry: (\"smoke\",) in a smoke tree, else none."""
+    return ("smoke",) if (Path(root) / SMOKE_MARKER).is_file() else ()
+
+
 def files_under(root: str | Path) -> list[str]:
     """Sorted relative paths of every file under ``root`` (for reports and tests)."""
     root = Path(root)

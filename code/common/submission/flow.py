@@ -1,0 +1,288 @@
+"""``make submission``: a round's whole submission in one resumable command.
+
+The plan (code.common.submission.plan) runs item by item, in this process, through the same actions as
+``make run_harness`` / ``make run_audit_test01`` (``code.main.plan`` then ``code.common.actions.dispatch``), then
+stages, truncates, exports, checks (our pre-flight, and the official checker where $MLPERF_INFERENCE_DIR is set)
+and writes the report, and ends with one table.
+
+Resuming: an item whose record is complete and passing is kept, anything else is redone. The record is the run's
+metadata.json under build/logs/submission/<plan>/ (judged as staging judges it: code.common.results.selection), an
+audit's metadata.json and verification.json under build/compliance_logs. A stopped run leaves no folder (the runner
+removes its partial logs), so Ctrl-C / SIGTERM keeps every finished run. The plan's state is
+build/submission_plan/<plan>/plan.json, written whole after each item (fileio.write_json: a staged rename).
+
+--smoke: every run short and recorded as such (RunControl.smoke, never submittable); the whole flow runs in a build
+folder of its own (build/smoke: its own logs, audits and engines), and its staging root and export are marked as a
+smoke tree (submission.tree.SMOKE_MARKER), the one place staging accepts smoke runs.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+from code.common import paths, rounds
+from code.common.errors import HarnessError
+from code.common.fileio import write_json
+from code.common.submission import plan as P
+
+DONE = ("kept", "done")
+
+
+def _name(version: str, system_type: str, smoke: bool) -> str:
+    return f"{version}_{system_type}{'_smoke' if smoke else ''}"
+
+
+def _dispatch(plan, argv: list[str]) -> int:
+    """One action exactly as ``python -m code.main`` runs it (``plan``: code.main.plan), in this process."""
+    from code.common import actions
+
+    cli, settings = plan(argv)
+    return actions.dispatch(cli["action"], cli, settings) or 0
+
+
+def _read(path: Path) -> dict | None:
+    import json
+
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def record(item: P.Item, s, logs: Path, smoke: bool) -> tuple[bool, str, Path]:
+    """(is the item's record complete and passing, why not, its folder). A full plan wants what staging stages
+    (VALID performance, passing accuracy, an accepted audit, nothing test-only); a smoke plan a complete smoke run."""
+    from code.common.compliance.audit import log_dir_for
+    from code.common.harness.runner import default_log_dir
+    from code.common.results import selection as sel
+
+    allow = ("smoke",) if smoke else ()
+    if item.audit:
+        d = log_dir_for(item.kind, s.system_name, s.log_name, s.scenario)
+    else:
+        d = default_log_dir(s, P.MODES[item.kind], "", str(logs))
+    meta = _read(d / "metadata.json")
+    if meta is None:
+        return False, "not run yet", d
+    if bool((meta.get("control") or {}).get("smoke")) != smoke:
+        return False, f"a {'full' if smoke else 'smoke'} run, not this plan's", d
+    if item.audit:
+        rec = _read(d / "verification.json")
+        if meta.get("status") != "ok" or rec is None:
+            return False, f"audit incomplete: {meta.get('error') or 'no verification.json'}", d
+        if sel.test_only(meta, allow):
+            return False, sel.test_only(meta, allow), d
+        if not smoke and not rec.get("accepted"):
+            return False, f"{item.kind} failed (see {d}/verify_*.txt)", d
+        return True, "", d
+    run = sel.Run(d, meta)
+    if item.kind == "performance":
+        why = sel._why_not(run, sel.PERF_FILES, "", allow) if smoke else sel._why_not_performance(run)
+    else:
+        why = sel._why_not_accuracy(run, allow)
+        if why is None and not smoke and (meta.get("accuracy") or {}).get("passed") is not True:
+            why = "accuracy below the round's target"
+    return why is None, why or "", d
+
+
+class Progress:
+    """One line for the whole plan: done / total and an ETA scaled by how this invocation's items compared
+    with their estimates."""
+
+    def __init__(self, items, rnd, smoke):
+        self.est = {i.key: i.estimate_s(rnd, smoke) for i in items}
+        self.spent = self.spent_est = 0.0
+
+    def add(self, key: str, seconds: float) -> None:
+        self.spent += seconds
+        self.spent_est += self.est[key]
+
+    def line(self, done: int, total: int, remaining: list) -> str:
+        scale = self.spent / self.spent_est if self.spent_est else 1.0
+        eta = scale * sum(self.est[i.key] for i in remaining)
+        return f"[submission] {done}/{total} done, ETA {P.fmt_s(eta)}"
+
+
+def submission(cli: dict, plan) -> int:
+    """``plan``: code.main.plan, which turns each item's flags into its settings."""
+    rnd = rounds.current(cli.get("round"))
+    st = cli.get("system_type")
+    if not st:
+        raise HarnessError("make submission needs the system type the plan is for",
+                           f"make submission ROUND={rnd.version} SYSTEM_TYPE=edge (or datacenter)")
+    smoke = bool(cli.get("smoke"))
+    variant = cli.get("model_variant") or "reference"
+    items, notes = P.derive(rnd.version, st, tuple(cli.get("benchmarks") or ()), tuple(cli.get("scenarios") or ()))
+    print(P.render(items, notes, rnd, st, smoke))
+    if cli.get("dry_run"):
+        return 0
+    if smoke:          # its own build folder: smoke audits and logs never sit beside (or replace) real ones
+        os.environ["MLPERF_SCRATCH_PATH"] = str(paths.scratch_path())
+        os.environ["MLPERF_BUILD_DIR"] = str(paths.build_dir() / "smoke")
+    name = _name(rnd.version, st, smoke)
+    home, logs = paths.build_dir() / "submission_plan" / name, paths.logs_dir() / "submission" / name
+    again = f"make submission ROUND={rnd.version} SYSTEM_TYPE={st}" + \
+        (f" BENCHMARKS={','.join(cli['benchmarks'])}" if cli.get("benchmarks") else "") + \
+        (f" MODEL_VARIANT={variant}" if variant != "reference" else "") + (" SMOKE=1" if smoke else "") + \
+        (f" RUN_ARGS=\"--scenarios={','.join(cli['scenarios'])}\"" if cli.get("scenarios") else "")
+    state = {"round": rnd.version, "system_type": st, "smoke": smoke, "model_variant": variant,
+             "command": again, "items": {}, "steps": {}}
+    old = _read(home / "plan.json") or {}
+    state["items"] = {k: v for k, v in (old.get("items") or {}).items() if isinstance(v, dict)}
+
+    def save():
+        write_json(home / "plan.json", state)
+
+    argvs = {i.key: i.argv(rnd.version, variant, smoke, str(logs)) for i in items}
+    settings = {i.key: plan(argvs[i.key])[1][0] for i in items}     # every item resolves before any runs
+    prog = Progress(items, rnd, smoke)
+    done = 0
+    try:
+        for n, item in enumerate(items):
+            done += _one(item, n, items, settings[item.key], lambda a=argvs[item.key]: _dispatch(plan, a), state,
+                         logs, smoke, prog, done, save)
+    except KeyboardInterrupt:      # the runner has stopped the run and removed its partial folder
+        for rec in state["items"].values():
+            if rec.get("state") == "running":
+                rec.update(state="interrupted", why="stopped (Ctrl-C / SIGTERM); redone next time")
+        save()
+        print(f"[submission] stopped: {done}/{len(items)} done, every finished run kept; continue with: {again}")
+        raise
+    state["items"] = {i.key: state["items"][i.key] for i in items}
+    errors = _finish(cli, state, home, logs, rnd, smoke)
+    save()
+    print(table(items, state, errors, rnd, variant, again, home, smoke))
+    failed = [k for k, v in state["items"].items() if v.get("state") not in DONE]
+    bad_steps = [k for k, v in state["steps"].items() if v != "ok"]
+    return 1 if failed or bad_steps or (errors and not smoke) else 0
+
+
+def _one(item, n, items, s, run, state, logs, smoke, prog, done, save) -> int:
+    """Keep or (re)do one item; returns 1 when its record is complete afterwards."""
+    ok, why, d = record(item, s, logs, smoke)
+    rec = state["items"].setdefault(item.key, {})
+    rec.update(dir=str(d))
+    if ok:
+        rec.update(state="kept", why="")
+        return 1
+    print(f"{prog.line(done, len(items), items[n:])}: now {item.key} ({why})", flush=True)
+    rec.update(state="running", why=why)
+    save()
+    t0 = time.monotonic()
+    try:
+        rc = run()
+        err = "" if rc == 0 else f"exit {rc}"
+    except HarnessError as e:
+        err = e.cause + (f" (fix: {e.fix})" if e.fix else "")
+    secs = time.monotonic() - t0
+    prog.add(item.key, secs)
+    ok, why, d = record(item, s, logs, smoke)
+    rec.update(state="done" if ok else "failed", why="" if ok else (err or why), seconds=round(secs, 1),
+               dir=str(d), finished=time.time())
+    save()
+    print(f"{prog.line(done + ok, len(items), items[n + 1:])}: {item.key} {rec['state']}"
+          + (f": {rec['why']}" if rec["why"] else ""), flush=True)
+    return int(ok)
+
+
+def _finish(cli, state, home: Path, logs: Path, rnd, smoke: bool) -> list[tuple[str, str, str]]:
+    """Stage, truncate, export, check and report the plan's runs; each step's outcome in state["steps"]. Returns
+    the checkers' errors as (checker, where, message)."""
+    from code.common.compliance.official import inference_dir
+    from code.common.report import report
+    from code.common.submission import check, export, stage
+    from code.common.submission.tree import mark_smoke_tree
+    from code.common.submission.truncate import truncate_all
+
+    submitter, division = cli.get("submitter") or "OpenHarness", cli.get("division") or "closed"
+    root, out = home / "staging", home / "submission"
+    errors: list[tuple[str, str, str]] = []
+    if smoke:
+        mark_smoke_tree(root)
+    steps = [
+        ("stage", lambda: stage.stage(submitter=submitter, division=division, version=rnd.version,
+                                      log_roots=[logs], root=root)),
+        ("truncate", lambda: truncate_all(root)),
+        ("export", lambda: export.export(submitter=submitter, division=division, version=rnd.version, root=root,
+                                         out=out, tarball=False)),
+        ("pre-flight", lambda: errors.extend(("pre-flight", w, m) for _, w, m in
+                                             check.check(out, submitter=submitter, version=rnd.version).errors)),
+        ("official checker", lambda: _official(out, submitter, rnd, inference_dir(), errors)),
+        ("report", lambda: report({"report_logs": [str(logs)], "report_dir": str(home / "report")})),
+    ]
+    for label, fn in steps:
+        print(f"[submission] {label}", flush=True)
+        try:
+            fn()
+            state["steps"][label] = "ok"
+        except HarnessError as e:
+            state["steps"][label] = f"error: {e.cause}" + (f" (fix: {e.fix})" if e.fix else "")
+            print(f"[submission] {label}: {state['steps'][label]}")
+            if label in ("stage", "export"):
+                break            # nothing to check after a failed stage or export
+    return errors
+
+
+def _official(out: Path, submitter: str, rnd, root: Path | None, errors: list) -> None:
+    from code.common.submission.check import run_official_checker
+
+    if root is None:
+        print("[submission] official checker: not run (MLPERF_INFERENCE_DIR is not set)")
+        return
+    rc, lines = run_official_checker(out, submitter, rnd.version, root)
+    print(f"[submission] official submission_checker --version {rnd.version}: exit {rc}")
+    for ln in lines:
+        print(f"  {ln}")
+        if " ERROR]" in ln or "ERROR:" in ln:
+            errors.append(("official", "", ln.strip()))
+
+
+PATH = re.compile(r"(?:^|/)(results|compliance|measurements)/([^/\s]+)/([^/\s]+)/([^/\s,:]+)(/[^\s,:]*)?")
+
+
+def fix_for(where: str, msg: str, items: list[P.Item], version: str, variant: str, again: str, home: Path,
+            smoke: bool) -> str:
+    """The command that fixes one checker error: the item it names, redone alone; a system description to fill
+    in; else the whole plan again."""
+    m = PATH.search(where) or PATH.search(msg)
+    if not m:
+        if "systems/" in where + msg:
+            return f"fill in {home / 'staging' / 'systems'}/<system>.json (TO FILL fields), then {again}"
+        return again
+    _, system, entry, scen, rest = m.groups()
+    rest = rest or ""
+    t = re.search(r"TEST\d\d", rest + " " + msg)
+    kind = t.group(0) if t else "accuracy" if "/accuracy" in rest else "performance" if "/performance" in rest else None
+    unavoidable = smoke or "model_variant=tiny" in msg      # what only a full run of the real model meets
+    if (m.group(1) == "measurements" or "measurements.json" in rest) and not unavoidable:
+        return f"fill in {home / 'staging' / 'measurements' / system / entry / scen} (TO FILL fields), then {again}"
+    kind = kind or ("performance" if unavoidable else None)
+    cand = [i for i in items if i.entry == entry and i.scenario == scen and (kind is None or i.kind == kind)]
+    if not cand or kind is None:
+        return again
+    if not unavoidable:
+        return cand[0].make_command(version, variant)
+    return cand[0].make_command(version, "reference") + " (full length, the real model: a smoke run never meets it)"
+
+
+def table(items, state, errors, rnd, variant, again, home, smoke) -> str:
+    rows = [f"\n[submission] {rnd.version} {state['system_type']}{' smoke' if smoke else ''}: "
+            f"{sum(state['items'][i.key].get('state') in DONE for i in items)}/{len(items)} items complete",
+            f"  {'item':48s} {'state':11s} {'time':>8s}  note"]
+    for i in items:
+        r = state["items"][i.key]
+        secs = f"{r['seconds']:.0f} s" if r.get("seconds") is not None and r.get("state") == "done" else ""
+        rows.append(f"  {i.key:48s} {r.get('state', 'pending'):11s} {secs:>8s}  {r.get('why') or ''}")
+    for step, v in state["steps"].items():
+        rows.append(f"  {'step ' + step:48s} {'ok' if v == 'ok' else 'error':11s} {'':>8s}  {'' if v == 'ok' else v}")
+    if errors:
+        rows.append(f"  checker errors ({len(errors)}), each with the command that fixes it:")
+        for checker, where, msg in errors:
+            rows.append(f"  - {checker}: {(where + ': ') if where else ''}{msg}")
+            rows.append(f"      fix: {fix_for(where, msg, items, rnd.version, variant, again, home, smoke)}")
+    rows.append(f"  state: {home / 'plan.json'}; submission tree: {home / 'submission'}; report: "
+                f"{home / 'report' / 'index.html'}")
+    return "\n".join(rows)

@@ -1,0 +1,169 @@
+"""What ``make submission`` runs: the plan a round's table implies for one system type.
+
+Every entry of the round (submission name: ``resnet``, ``bert-99.9``, ``llama3.1-8b-edge``) whose harness package
+is registered and which the category requires gives, per required scenario (datacenter LLMs: plus the first of the
+round's optional Interactive / Server the package runs), an accuracy run, a performance run and each audit of
+``RoundBenchmark.compliance_tests``, in that order (an audit is verified against the key's two runs). Entries the
+harness cannot file under their own name (v5.0's llama2-70b-interactive: staging files Interactive under
+llama2-70b) are left out with a note. ``Item.argv`` is the ``python -m code.main`` command that makes one item.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from code.common import rounds
+from code.common.errors import HarnessError
+
+KINDS = ("accuracy", "performance")          # then the audits, by test name
+MODES = {"accuracy": "AccuracyOnly", "performance": "PerformanceOnly"}
+# --smoke: each run as short as LoadGen allows for its scenario (tests/conftest.py sizes runs the same way): Offline
+# by sample count, the others by 64 queries; never VALID for a submission, and marked --smoke in the run's record
+SMOKE_QUERIES = 64
+# (SingleStream's p90 early-stopping estimate needs 64 queries); the p99 scenarios the 662 their estimate needs, so
+# that a smoke performance run can be VALID and its audits have a reference to be verified against
+P99_QUERIES = 662
+SMOKE_ARGS = {"Offline": ("--min_duration=1", f"--min_query_count={SMOKE_QUERIES}", "--offline_expected_qps=1"),
+              **{s: ("--min_duration=100", f"--min_query_count={P99_QUERIES}")
+                 for s in ("MultiStream", "Server", "Interactive")}}
+SMOKE_OTHER = ("--min_duration=100", f"--min_query_count={SMOKE_QUERIES}")
+# rough seconds per item, for the plan's first estimate (afterwards the ETA uses the items' measured times): a smoke
+# item of the tiny variant; a full one: the round's min_duration plus loading, an accuracy pass over the whole set
+SMOKE_S = {"vision": 20, "llm": 60}
+LOAD_S = 120
+ACCURACY_S = {"vision": 900, "llm": 3600}
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    entry: str                 # submission name in the round ("resnet", "bert-99.9")
+    package: str               # harness package that runs it ("resnet50")
+    accuracy_target: str       # "" where the round has no split
+    edge_twin: bool            # the "-edge" name of a package that has one (llama3.1-8b-edge)
+    has_category: bool         # the package has a category setting (datacenter / edge twin)
+    llm: bool
+    scenario: str
+    kind: str                  # "accuracy" | "performance" | "TEST01" ...
+
+    @property
+    def key(self) -> str:
+        return f"{self.entry}/{self.scenario}/{self.kind}"
+
+    @property
+    def audit(self) -> bool:
+        return self.kind not in KINDS
+
+    def run_args(self, version: str, variant: str) -> list[str]:
+        """The flags naming this item's benchmark, scenario, round and variant (for every command about it)."""
+        a = [f"--benchmarks={self.package}", f"--scenarios={self.scenario}", f"--round={version}"]
+        if self.accuracy_target:
+            a.append(f"--accuracy_target={self.accuracy_target}")
+        if self.has_category:
+            a.append(f"--category={'edge' if self.edge_twin else 'datacenter'}")
+        if variant != "reference":
+            a.append(f"--model_variant={variant}")
+        return a
+
+    def argv(self, version: str, variant: str, smoke: bool, log_dir: str) -> list[str]:
+        """``python -m code.main`` flags that make this item."""
+        a = self.run_args(version, variant)
+        if smoke:
+            a += ["--smoke", *SMOKE_ARGS.get(self.scenario, SMOKE_OTHER)]
+        if self.audit:
+            return ["--action=run_audit_harness", f"--audit_test={self.kind}", *a]
+        return ["--action=run_harness", f"--test_mode={MODES[self.kind]}", f"--log_dir={log_dir}", "--overwrite", *a]
+
+    def make_command(self, version: str, variant: str) -> str:
+        """The make command a user runs to redo this item alone."""
+        a = " ".join(x for x in self.run_args(version, variant) if not x.startswith("--round="))
+        if self.audit:
+            return f'make run_audit_{self.kind.lower()} ROUND={version} RUN_ARGS="{a}"'
+        return f'make run_harness ROUND={version} RUN_ARGS="{a} --test_mode={MODES[self.kind]}"'
+
+    def estimate_s(self, rnd: rounds.Round, smoke: bool) -> float:
+        family = "llm" if self.llm else "vision"
+        if smoke:
+            return SMOKE_S[family]
+        if self.kind == "accuracy":
+            return ACCURACY_S[family]
+        return rnd.min_duration_ms / 1000 + LOAD_S
+
+
+def derive(version: str | None, system_type: str, benchmarks: tuple[str, ...] = (),
+           only_scenarios: tuple[str, ...] = ()) -> tuple[list[Item], list[str]]:
+    """The plan for ``system_type`` ("edge" | "datacenter") in round ``version``, restricted to ``benchmarks``
+    (package names or aliases; empty: all) and ``only_scenarios`` (empty: all; a restricted plan is no whole
+    submission, and says so). Returns (items, notes on what was left out and why)."""
+    from code.common import benchmarks as B
+
+    rnd = rounds.current(version)
+    specs = {s.name: s for s in B.all_specs()}
+    wanted = {B.resolve(n).name for n in benchmarks if n != "all"}
+    items: list[Item] = []
+    notes: list[str] = []
+    for rb in rnd.benchmarks.values():
+        if wanted and rb.benchmark not in wanted:
+            continue
+        req = rb.required_scenarios(system_type)
+        if not req:
+            continue
+        spec = specs.get(rb.benchmark)
+        if spec is None:
+            notes.append(f"{rb.name}: no harness package {rb.benchmark} is registered here: not planned")
+            continue
+        twin = rb.name.endswith("-edge")
+        try:
+            filed = rnd.entry(rb.benchmark, rb.accuracy_variant or None, edge=twin)
+        except HarnessError as e:
+            filed = None
+            notes.append(f"{rb.name}: {e.cause}: not planned")
+        if filed is None:
+            continue
+        if filed.name != rb.name:
+            notes.append(f"{rb.name}: this harness files {rb.benchmark}'s runs under {filed.name}: not planned")
+            continue
+        scens = list(req)
+        optional = [s for s in rb.optional(system_type) if s in spec.scenarios]
+        if rb.optional(system_type):
+            if optional:
+                scens.append(optional[0])
+                notes.append(f"{rb.name}: one of {' / '.join(rb.optional(system_type))} is required: planned "
+                             f"{optional[0]}")
+            else:
+                notes.append(f"{rb.name}: one of {' / '.join(rb.optional(system_type))} is required, and "
+                             f"{rb.benchmark} runs neither")
+        missing = [s for s in scens if s not in spec.scenarios]
+        for s in missing:
+            notes.append(f"{rb.name}: {s} is required and {rb.benchmark} does not run it: not planned")
+        has_cat = any(f.name == "category" for f in spec.fields)
+        keep = {s.lower() for s in only_scenarios if s.lower() != "all"}
+        if keep and any(s.lower() not in keep for s in scens):
+            notes.append(f"{rb.name}: restricted to {', '.join(s for s in scens if s.lower() in keep) or 'nothing'}"
+                         " (--scenarios): not a complete submission")
+            scens = [s for s in scens if s.lower() in keep]
+        for sc in (s for s in scens if s not in missing):
+            for kind in (*KINDS, *rb.for_scenario(sc).compliance_tests):
+                items.append(Item(rb.name, rb.benchmark, rb.accuracy_variant, twin, has_cat, spec.generates_tokens,
+                                  sc, kind))
+    if not items:
+        raise HarnessError(f"nothing to plan: {rnd.version} {system_type} has no benchmark"
+                           + (f" among {', '.join(benchmarks)}" if benchmarks else "") + " this harness runs",
+                           "make submission ROUND=... SYSTEM_TYPE=... (drop BENCHMARKS=, or name one the round has)")
+    return items, notes
+
+
+def fmt_s(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def render(items: list[Item], notes: list[str], rnd: rounds.Round, system_type: str, smoke: bool) -> str:
+    """The plan as printed before it starts (and by --dry_run)."""
+    total = sum(i.estimate_s(rnd, smoke) for i in items)
+    audits = sum(i.audit for i in items)
+    kind = " (smoke: short runs, never submittable)" if smoke else ""
+    lines = [f"[submission] plan for {rnd.version} {system_type}{kind}:"
+             f" {len(items)} items ({len(items) - audits} runs, {audits} audits), estimated {fmt_s(total)}"]
+    for i in items:
+        lines.append(f"  {i.key:48s} ~{fmt_s(i.estimate_s(rnd, smoke))}")
+    lines += [f"  note: {n}" for n in notes]
+    return "\n".join(lines)
