@@ -220,8 +220,9 @@ def _librispeech_tar(split: str, speakers: tuple[int, ...]) -> tuple[bytes, dict
 
 
 def test_whisper_downloads_model_and_librispeech_via_local_mirror(tiny_whisper, mirror, tmp_path, monkeypatch):
-    """The real paths: the R2 model (md5 list, a Whisper folder of 128 mel bins) and the two LibriSpeech tarballs
-    (the reference's URLs; md5-checked), converted and repacked; a tarball whose md5 differs is refused."""
+    """The real paths: the R2 model (md5 list, a Whisper folder of 128 mel bins), the R2 preprocessed set, and the
+    two LibriSpeech tarballs (the reference's URLs; md5-checked), converted and repacked; a tarball whose md5 differs
+    is refused."""
     from code.common.errors import HarnessError
     from code.whisper import dataset, download
 
@@ -230,6 +231,13 @@ def test_whisper_downloads_model_and_librispeech_via_local_mirror(tiny_whisper, 
     mirror.add_r2(download.MODEL_URI, "https://inference.mlcommons-storage.org/whisper_model", files)
     found = download.download_model(tmp_path / "model", log=lambda *_: None)
     assert found == tmp_path / "model" / "whisper-large-v3" and (tmp_path / "model" / "download.json").is_file()
+
+    # the reference's preprocessed set through R2 (whisper-dataset.uri): the tiny set's manifest and WAVs
+    data = _data(tiny_whisper)
+    files = {str(p.relative_to(data)): p.read_bytes() for p in data.rglob("*") if p.is_file() and p.suffix in (".json", ".wav")}
+    mirror.add_r2(download.DATASET_URI, "https://inference.mlcommons-storage.org/whisper_dataset", files)
+    got = download.download_preprocessed(tmp_path / "mlc", log=lambda *_: None)
+    assert got == tmp_path / "mlc" / "dev-all-repack.json" and len(dataset.read_manifest(got, "")) == 14
 
     tars = {"dev-clean": _librispeech_tar("dev-clean", (84, 174)), "dev-other": _librispeech_tar("dev-other", (116,))}
     pins = {}

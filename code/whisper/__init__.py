@@ -13,6 +13,7 @@ tokens), so a static batch loses little to in-flight batching. The work is in
 ``code.whisper.harness:WhisperBenchmark``; features in ``code.whisper.features``, WER in ``code.whisper.accuracy``.
 """
 from code.common.benchmark import BenchmarkSpec
+from code.common.fields import Field, parse_str
 
 SPEC = BenchmarkSpec(
     name="whisper",
@@ -21,6 +22,14 @@ SPEC = BenchmarkSpec(
     aliases=("whisper-large-v3", "whisper_large_v3", "speech2text", "asr"),
     scenarios=("Offline",),
     impl="code.whisper.harness:WhisperBenchmark",
+    fields=(
+        Field("whisper_data_source", parse_str, "librispeech",
+              "Where download_data gets the 1,633 samples: 'librispeech' (the reference's native method: the "
+              "dev-clean and dev-other tarballs from openslr.org, md5-checked, converted and repacked here) or "
+              "'mlcommons' (the reference's preprocessed set through the MLCommons R2 downloader, whisper-dataset.uri, "
+              "md5-checked; what the README recommends for an official submission).",
+              choices=("librispeech", "mlcommons"), benchmarks=("whisper",), actions=("download_data",)),
+    ),
     precisions=("fp32", "fp16", "bf16"),
     starting_weights="openai/whisper-large-v3 (revision 06f233fe06e710322aca913c1bc4249a0d71fce1, MLCommons R2 copy)",
     watchdog_s=1800.0,             # a CPU batch of real 30 s samples runs for minutes

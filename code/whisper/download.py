@@ -122,6 +122,28 @@ def convert_and_repack(librispeech_dirs: list[Path], data_dir: Path, log=print) 
     return entries
 
 
+def download_preprocessed(data_dir: Path, log=print) -> Path:
+    """The reference's preprocessed set (README "Preprocessed": ``mlc-r2-downloader.sh -d whisper/dataset
+    .../whisper-dataset.uri``) into ``data_dir``, every file md5-checked against the R2 list; returns the folder
+    holding its dev-all-repack.json (the official accuracy_eval.py's --dataset_dir)."""
+    from code.common.llm import download as dl
+
+    data_dir = Path(data_dir)
+    dl.r2_download(DATASET_URI, data_dir, log=log)
+    found = sorted(data_dir.rglob(dataset.MANIFEST), key=lambda p: len(p.parts))
+    if not found:
+        raise MissingDataError(f"{DATASET_URI} gave no {dataset.MANIFEST} under {data_dir}", FIX_DATA)
+    ents = dataset.read_manifest(found[0], FIX_DATA)
+    missing = [e["files"][0]["fname"] for e in ents if not (found[0].parent / e["files"][0]["fname"]).is_file()]
+    if missing:
+        raise MissingDataError(f"{found[0]}: {len(missing)} of {len(ents)} audio files are missing (e.g. "
+                               f"{missing[0]})", FIX_DATA)
+    fileio.write_json(data_dir / COMPLETE, {"uri": DATASET_URI, "manifest": str(found[0].relative_to(data_dir)),
+                                            "samples": len(ents)})
+    log(f"[download_data] {len(ents)} preprocessed samples -> {found[0]}")
+    return found[0]
+
+
 def download_data(data_dir: Path, log=print) -> Path:
     """LibriSpeech dev-clean + dev-other fetched, checked, extracted, converted and repacked into ``data_dir``;
     returns the manifest. A complete earlier result (``download.json`` beside it) is reused."""

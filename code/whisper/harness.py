@@ -31,7 +31,14 @@ class WhisperBenchmark(Benchmark):
         """The folder holding dev-all-repack.json and dev-all-repack/ (--data_dir for an existing one)."""
         if self.settings.data_dir and not self.tiny:
             return Path(self.settings.data_dir).expanduser()
-        return paths.data_dir("librispeech", self.settings.model_variant)
+        root = paths.data_dir("librispeech", self.settings.model_variant)
+        if self.tiny:
+            return root
+        mlc = root.with_name("whisper_mlcommons")           # the R2 preprocessed set: its manifest's own folder
+        rec = mlc / "download.json"
+        if rec.is_file():
+            return mlc / Path(read_json(rec, self.fix("download_data")).get("manifest", dataset.MANIFEST)).parent
+        return root
 
     @property
     def preprocessed(self) -> Path:
@@ -86,7 +93,11 @@ class WhisperBenchmark(Benchmark):
             return
         from code.whisper import download
 
-        download.download_data(self.data_root)
+        root = paths.data_dir("librispeech", self.settings.model_variant)
+        if self.settings.values.get("whisper_data_source") == "mlcommons":
+            download.download_preprocessed(root.with_name("whisper_mlcommons"))
+        else:
+            download.download_data(root)
 
     def _audio(self, entry: dict) -> np.ndarray:
         return dataset.read_audio(self.data_root / entry["files"][0]["fname"], self.fix("download_data"))
