@@ -249,8 +249,9 @@ def fix_for(where: str, msg: str, items: list[P.Item], version: str, variant: st
     in; else the whole plan again."""
     m = PATH.search(where) or PATH.search(msg)
     if not m:
-        if "systems/" in where + msg:
-            return f"fill in {home / 'staging' / 'systems'}/<system>.json (TO FILL fields), then {again}"
+        sysjson = re.search(r"systems/([^/\s:]+\.json)", where + " " + msg)
+        if sysjson:
+            return f"fill in {home / 'staging' / 'systems' / sysjson.group(1)} (its TO FILL fields), then {again}"
         return again
     _, system, entry, scen, rest = m.groups()
     rest = rest or ""
