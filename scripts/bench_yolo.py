@@ -12,7 +12,11 @@ The tiny variant by default (the real 640x640 YOLOv11l needs yolo11l.pt and the 
 (--repeats harness runs, each between two raw loops) and reports each b against the mean of its neighbouring a's,
 and the median of those ratios.
 
-usage: python scripts/bench_yolo.py [--seconds 20] [--repeats 3] [--reference]
+On a CPU shared with other work set MLPERF_SHARED_CPU=1 (ONNX Runtime's idle pool threads then do not spin): here,
+with spinning, the host NMS fought the spinning pool and both loops ran 2-3x slower (raw 32-50 samples/s, harness
+~30, ratio 0.77); without it raw 115-128, harness 101-109, ratio median 0.854 (2026-12-06, tiny, batch 4, 2 cores).
+
+usage: [MLPERF_SHARED_CPU=1] python scripts/bench_yolo.py [--seconds 20] [--repeats 3] [--reference]
 """
 from __future__ import annotations
 
