@@ -17,7 +17,7 @@ from typing import Mapping
 from code.common.errors import HarnessError
 
 DEFAULT_ACCURACY_TARGET = "99"
-AUDIT_TESTS = ("TEST01", "TEST04", "TEST06", "TEST07", "TEST09")   # every compliance test a round can require
+AUDIT_TESTS = ("TEST01", "TEST04", "TEST06", "TEST07", "TEST08", "TEST09")   # every compliance test a round can require
 # TEST07 / TEST09 audit.config: a fixed accuracy_log_rng_seed of their own (not the round's TEST01 seed)
 TEST07_09_ACCURACY_LOG_RNG_SEED = 720381539243781796
 

@@ -5,7 +5,7 @@ b66003e10e2db4b8c36a448b0545ec90fcc6e9e9 ("Require only one of server or interac
 comes from. ``tests/test_rounds_official.py`` compares both files with a checkout.
 
 Only the harness's benchmarks are listed (rgat,
-qwen3-vl, wan-2.2, dlrm-v3, e2e-rag, pointpainting are not). The scenario tuples hold the
+qwen3-vl, wan-2.2, e2e-rag, pointpainting are not). The scenario tuples hold the
 required scenarios; the checker's *optional* ones ("one of Interactive or Server" for the datacenter
 LLMs since v5.1, ``optional-scenarios-datacenter``) are ``RoundBenchmark.optional_scenarios``.
 """
@@ -54,6 +54,15 @@ QWEN3_VL_V61 = entry("qwen3-vl-235b-a22b", "qwen3_vl", "qwen3-vl-235b-a22b", dc=
                      scenario_overrides={"Interactive": {"accuracy_min": {"F1_HIERARCHICAL": 0.7878 * 0.99},
                                                          "accuracy_sample_count": 8000}})
 
+# DLRM-v3 (v6.0 on): the HSTU generative recommender on the synthetic streaming set; datacenter Server and Offline
+# (and datacenter,edge Offline + Server); 349,823 samples (dataset-size and performance-sample-count); DLRM_NE,
+# DLRM_ACC and DLRM_AUC (the GAUC) >= 99.9% of 0.86687 / 0.69651 / 0.78663; Server bound 60 s
+# (latency-constraint); audited by TEST08 (models_TEST08: accuracy in performance mode, compliance/TEST08/dlrm-v3).
+DLRM_V3 = entry("dlrm-v3", "dlrm_v3", "dlrm-v3", dc=(SRV, OFF), both=(OFF, SRV), size=349823, psc=349823,
+                tests=("TEST08",), acc=("DLRM_NE", 0.86687 * 0.999, "DLRM_ACC", 0.69651 * 0.999,
+                                        "DLRM_AUC", 0.78663 * 0.999),
+                latency_constraint_ns={SRV: 60_000_000_000})
+
 # ---------------------------------------------------------------------------------------------- v6.0
 # DLRMv2 leaves (dlrm-v3 replaces it); RetinaNet is only in the datacenter,edge category; SDXL leaves
 # the datacenter category. Compliance tests and targets are v5.1's.
@@ -71,6 +80,7 @@ _V60 = {
     "whisper": _V51["whisper"],
     "qwen3-vl-235b-a22b": QWEN3_VL_V60,
     **YOLO,
+    "dlrm-v3": DLRM_V3,
 }
 
 V6_0 = Round(version="v6.0", loadgen_versions=("6.0.5", "6.0.15"), seeds=SEEDS_V60,
@@ -96,6 +106,7 @@ V6_1 = Round(
         **{n: _V60[n] for n in ("yolo-95", "yolo-99")},
         "stable-diffusion-xl": sdxl(("4475", "3627", "1046", "4937", "3867", "1671", "3789", "1206", "4111", "3093")),
         "qwen3-vl-235b-a22b": QWEN3_VL_V61,
+        "dlrm-v3": DLRM_V3,
     },
     # ENDPOINTS_ALLOWED_MODELS, the harness's benchmarks of it (also wan-2.2-t2v-a14b, qwen3-vl-235b-a22b,
     # qwen3.6-27b); RESULT_FIELD_ENDPOINTS reads such results for v6.1 only
