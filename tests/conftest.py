@@ -96,31 +96,36 @@ def run_main(*args: str, env: dict | None = None, check: bool = False, timeout: 
 # --- pytest-xdist: in which order ------------------------------------------------------------------------
 # `make test` runs two workers with --dist loadfile --no-loadscope-reorder: a test module is one work unit (its
 # module fixtures are built once, on one worker), handed out in the order the workers collected them. Here that
-# order is heaviest first (HEAVY: seconds in one full two-worker run, 2026-12-03), so the long units start at once
-# and the short ones fill the end; the rest follow in file order. (--dist loadgroup would split a module further,
+# order is heaviest first (HEAVY: a module's seconds in one full two-worker run, 2026-12-06 at 6aa7bed), so the long
+# units start at once and the short ones fill the end; the rest follow in file order. (--dist loadgroup would split a module further,
 # but pytest 9 ignores the node-id suffix xdist 3.8 marks groups with, so the submission trees are one file per
 # round instead.)
-HEAVY = ("test_llm_harness",                     # 352 s
-         "test_submission_official",             # v6.1: 193
-         "test_llm_moe_llama31_harness",         # 258 before its Server/TEST06 runs moved to the trees
-         "test_calibration",                     # 188
-         "test_deepseek_r1",                     # new (2026-12-05): a build, 6 LLM runs
-         "test_llama3_1_405b",                   # new (2026-12-05): a build, 2 LLM runs
-         "test_submission_official_v60",         # 151
-         "test_retinanet_harness",               # 128
-         "test_ray_executor",                    # 126
-         "test_submission_official_v51",         # 103
-         "test_report",                          # 97
-         "test_compliance_sdxl",                 # 79
-         "test_sdxl_harness",                    # 75
-         "test_resnet50_harness",                # 58
-         "test_bert_harness",                    # 56
-         "test_llm_layer",                       # 53
-         "test_find_performance",                # 49
-         "test_llm_http",                        # 60 (two servers started)
-         "test_submission_endpoints",            # 55 here, one core (a server, two endpoints-client runs)
-         "test_reference_sdxl",                  # 42
-         "test_sdxl_fidelity")                   # 38
+HEAVY = ("test_llm_harness",                     # 156 s
+         "test_deepseek_r1",                     # 133 (a build, 6 LLM runs)
+         "test_submission_official",             # v6.1: 130
+         "test_calibration",                     # 123
+         "test_gpu_check",                       # 123 (the CPU dry-run)
+         "test_submission_official_v51",         # 101
+         "test_ray_executor",                    # 99
+         "test_gpt_oss_120b",                    # 93
+         "test_qwen3_vl",                        # 81
+         "test_llama3_1_405b",                   # 77
+         "test_submission_official_v60",         # 75
+         "test_retinanet_harness",               # 71
+         "test_llm_moe_llama31_harness",         # 61
+         "test_yolo",                            # 59
+         "test_whisper",                         # 55 (the heaviest in CPU: ~250 CPU-s)
+         "test_submission_endpoints",            # 52 (a server, two endpoints-client runs)
+         "test_llm_http",                        # 51 (two servers started)
+         "test_find_performance",                # 47
+         "test_report",                          # 43
+         "test_sdxl_fidelity",                   # 36
+         "test_reference_sdxl",                  # 35
+         "test_resnet50_harness",                # 33
+         "test_submission_pipeline",             # 33
+         "test_compliance_sdxl",                 # 32
+         "test_faults_filesystem",               # 30
+         "test_sdxl_harness")                    # 29
 
 
 def _module(item: pytest.Item) -> str:
