@@ -30,7 +30,7 @@ PACKAGE_OF = {
     "mixtral-8x7b": "mixtral_8x7b", "stable-diffusion-xl": "sdxl",
     "llama3.1-8b": "llama3_1_8b", "llama3.1-8b-edge": "llama3_1_8b", "deepseek-r1": "deepseek_r1",
     "llama3.1-405b": "llama3_1_405b", "gpt-oss-120b": "gpt_oss_120b", "qwen3-vl-235b-a22b": "qwen3_vl", "whisper": "whisper", "yolo-95": "yolo", "yolo-99": "yolo",
-    "dlrm-v3": "dlrm_v3",
+    "dlrm-v3": "dlrm_v3", "wan-2.2-t2v-a14b": "wan",
 }
 
 # -99.9 entries the checker lists without their -99 twin (v6.1 dropped llama2-70b-99 only).
@@ -244,9 +244,9 @@ def test_audit_configs_match_checkout(inference, version):
         else:
             assert "TEST01" not in rb.compliance_tests and rb.test01_sampling_target == 0, f"{version} {name}"
         extra: dict[str, dict[str, int]] = {}
-        for k, v in t04.items():
-            model, scen, key = k.split(".", 2)
-            if model == rb.loadgen_model:
+        for k, v in t04.items():           # by prefix: a model name may hold dots ("wan-2.2-t2v-a14b")
+            if k.startswith(rb.loadgen_model + "."):
+                scen, key = k[len(rb.loadgen_model) + 1:].split(".", 1)
                 extra.setdefault(scen, {})[key] = int(v)
         want = extra if "TEST04" in rb.compliance_tests else {}
         assert {s: dict(kv) for s, kv in rb.test04_extra.items()} == want, f"{version} {name} TEST04"

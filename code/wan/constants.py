@@ -22,8 +22,9 @@ NEGATIVE_PROMPT = (
 
 # Video geometry per model variant: (height, width, frames). The reference: 720 x 1280, 81 frames (21 latent frames:
 # the VAE compresses time 4x after the first frame, space 8x). Tiny: 128 x 128 (the smallest side torchvision RAFT's 1/8-scale
-# correlation pyramid takes: 128 / 8 = 16 -> 8 -> 4 -> 2), 9 frames (3 latent frames).
-GEOMETRY = {"reference": (720, 1280, 81), "tiny": (128, 128, 9)}
+# correlation pyramid takes: 128 / 8 = 16 -> 8 -> 4 -> 2), 5 frames (2 latent frames; dynamic_degree and
+# motion_smoothness keep frames 0, 2, 4).
+GEOMETRY = {"reference": (720, 1280, 81), "tiny": (128, 128, 5)}
 
 # The Wan-AI Diffusers repositories' scheduler (scheduler/scheduler_config.json: UniPC multistep over flow sigmas).
 # The real model reads its own file; the tiny pipeline is saved with this one.

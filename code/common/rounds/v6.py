@@ -5,7 +5,7 @@ b66003e10e2db4b8c36a448b0545ec90fcc6e9e9 ("Require only one of server or interac
 comes from. ``tests/test_rounds_official.py`` compares both files with a checkout.
 
 Only the harness's benchmarks are listed (rgat,
-qwen3-vl, wan-2.2, e2e-rag, pointpainting are not). The scenario tuples hold the
+qwen3-vl, e2e-rag, pointpainting are not). The scenario tuples hold the
 required scenarios; the checker's *optional* ones ("one of Interactive or Server" for the datacenter
 LLMs since v5.1, ``optional-scenarios-datacenter``) are ``RoundBenchmark.optional_scenarios``.
 """
@@ -63,6 +63,18 @@ DLRM_V3 = entry("dlrm-v3", "dlrm_v3", "dlrm-v3", dc=(SRV, OFF), both=(OFF, SRV),
                                         "DLRM_AUC", 0.78663 * 0.999),
                 latency_constraint_ns={SRV: 60_000_000_000})
 
+
+def wan(videos: tuple[str, ...]):
+    """Wan 2.2 T2V-A14B (v6.0 on): datacenter Offline and SingleStream (the checker reports SingleStream in
+    seconds); 248 VBench prompts, 50 performance samples; vbench_score >= 99% of 70.48; TEST04
+    (compliance/TEST04/audit.config: min_query_count 20 in both; compliance/TEST01/wan-2.2-t2v-a14b/audit.config exists,
+    sampling target 50, though models_TEST01 does not list it); the accuracy run keeps videos/<id>.mp4 of
+    REQUIRED_ACC_BENCHMARK's ids."""
+    return entry("wan-2.2-t2v-a14b", "wan", "wan-2.2-t2v-a14b", dc=(OFF, SS), size=248, psc=50, tests=("TEST04",),
+                 t01=50, test04_extra={OFF: {"min_query_count": 20}, SS: {"min_query_count": 20}},
+                 acc=("vbench_score", 70.48 * 0.99), extra_accuracy_files={"videos": videos})
+
+
 # ---------------------------------------------------------------------------------------------- v6.0
 # DLRMv2 leaves (dlrm-v3 replaces it); RetinaNet is only in the datacenter,edge category; SDXL leaves
 # the datacenter category. Compliance tests and targets are v5.1's.
@@ -81,6 +93,7 @@ _V60 = {
     "qwen3-vl-235b-a22b": QWEN3_VL_V60,
     **YOLO,
     "dlrm-v3": DLRM_V3,
+    "wan-2.2-t2v-a14b": wan(("130", "106", "84", "59", "12", "31", "86", "122", "233", "96")),
 }
 
 V6_0 = Round(version="v6.0", loadgen_versions=("6.0.5", "6.0.15"), seeds=SEEDS_V60,
@@ -107,8 +120,10 @@ V6_1 = Round(
         "stable-diffusion-xl": sdxl(("4475", "3627", "1046", "4937", "3867", "1671", "3789", "1206", "4111", "3093")),
         "qwen3-vl-235b-a22b": QWEN3_VL_V61,
         "dlrm-v3": DLRM_V3,
+        "wan-2.2-t2v-a14b": wan(("130", "106", "84", "59", "12", "123", "43", "22", "238", "32")),
     },
     # ENDPOINTS_ALLOWED_MODELS, the harness's benchmarks of it (also wan-2.2-t2v-a14b, qwen3-vl-235b-a22b,
     # qwen3.6-27b); RESULT_FIELD_ENDPOINTS reads such results for v6.1 only
-    endpoints_models=frozenset({"llama3.1-8b", "llama3.1-8b-edge", "deepseek-r1", "gpt-oss-120b", "qwen3-vl-235b-a22b"}),
+    endpoints_models=frozenset({"llama3.1-8b", "llama3.1-8b-edge", "deepseek-r1", "gpt-oss-120b", "qwen3-vl-235b-a22b",
+                                "wan-2.2-t2v-a14b"}),
 )
