@@ -19,7 +19,7 @@ from code.common.rounds import ROUNDS, Round
 from tests.conftest import official_root
 
 PACKAGES = {"resnet50", "retinanet", "unet3d", "bert", "dlrm_v2", "gptj", "llama2_70b", "mixtral_8x7b", "sdxl",
-            "llama3_1_8b", "deepseek_r1", "llama3_1_405b", "gpt_oss_120b", "qwen3_vl", "whisper", "yolo", "dlrm_v3"}
+            "llama3_1_8b", "deepseek_r1", "llama3_1_405b", "gpt_oss_120b", "qwen3_vl", "whisper", "yolo", "dlrm_v3", "wan"}
 
 # Checker submission name -> harness package, for every name the harness runs in some round.
 PACKAGE_OF = {
