@@ -4,7 +4,9 @@
 
 1. Detects the GPUs (``code.common.systems.detect``; MLPERF_FAKE_SYSTEM in tests): one model, a count.
 2. Writes ``systems/known/<id>.json`` (checked by the same rules detection applies to user entries) and a
-   submission description stub ``systems/<id>x<count>_TRT.json`` (never over a filled-in one).
+   submission description stub ``systems/<id>x<count>_TRT.json`` (never over a filled-in one), and the
+   nameplate-power stub ``systems/<id>x<count>_TRT_power.yaml`` that v6.1 power results need
+   (``code.common.power.nameplate``; never over a filled-in one).
 3. Adds a ``"<id>x<count>"`` block to every ``configs/<benchmark>/<scenario>/config.json``: it extends the
    block of the nearest known system in that file (``--based_on``, else the same GPU model if known, else
    the closest architecture and memory) and scales its throughput settings by the GPU count; its
@@ -22,6 +24,7 @@ from pathlib import Path
 from code.common import paths
 from code.common.errors import HarnessError, did_you_mean
 from code.common.fileio import write_json, write_text
+from code.common.power import nameplate
 from code.common.systems.system_list import SYSTEM_ID, KnownSystems, SystemClass, check_user_entry
 
 # Architecture from the marketing name when the GPU is unknown (newest families first).
@@ -162,6 +165,7 @@ def add_system(cli: dict, log=print) -> int:
         changed += 1
         log(line)
     changed += _description_stub(new_id, count, force, log)
+    changed += nameplate.write_stub(paths.systems_dir(), f"{new_id}x{count}_TRT", force, log)
     log(f"[add_system] {new_id}x{count} ({count} x {gpu.name}, {entry['arch']}) based on {cls.system_id} ({why}): "
         f"{changed} file(s) changed" + ("" if changed else " (already registered)"))
     log("[add_system] the rates are guesses: make find_performance RUN_ARGS=\"--benchmarks=... --write_config\"")

@@ -292,6 +292,12 @@ CORE_FIELDS: tuple[Field, ...] = (
           "gpu_inference_streams for more overlap.", minimum=1, maximum=1),
     Field("gpu_inference_streams", parse_int, 1, "Inference workers per device.", minimum=1),
     Field("workspace_size", parse_int, 4 << 30, "TensorRT builder workspace.", unit="bytes", minimum=0),
+    Field("power_limit", parse_float, 0.0, "GPU power limit set through NVML for the run and restored after it "
+          "(NVIDIA's MaxQ key; needs root; 0: leave it).", unit="W", minimum=0, actions=RUN + TUNE),
+    Field("gpu_clock_lock", parse_int, 0, "Lock the GPU clock through NVML for the run, reset after it (needs root; "
+          "0: leave it).", unit="MHz", minimum=0, actions=RUN + TUNE),
+    Field("memory_clock_lock", parse_int, 0, "Lock the GPU memory clock through NVML for the run, reset after it "
+          "(needs root; 0: leave it).", unit="MHz", minimum=0, actions=RUN + TUNE),
     Field("cpu_threads", parse_int, 0, "ORT intra-op threads per worker (0: all cores / workers).", minimum=0),
     Field("cpu_pin_cores", parse_bool, False, "CPU systems: give each worker (gpu_inference_streams of them) its own "
           "slice of the cores and pin its thread and its ONNX Runtime pool there (N instances, no oversubscription).",

@@ -56,6 +56,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
     from code.common.harness.runner import system_from_json
     from code.common.settings import RunControl, RunSettings
     from code.common.harness.sut import BatchingSUT, CachingProcessor, NullProcessor, pending_bound
+    from code.common.power import sampler as power_sampler
 
     spec = resolve(req["settings"]["benchmark"])
     settings = RunSettings.from_json(req["settings"], spec, system_from_json(req["system"]))
@@ -158,7 +159,9 @@ def run(req: dict, stage: Path, result: dict) -> None:
     log.log_output = out
     log.enable_trace = False
     print(f"[run] {settings.benchmark} {settings.scenario} {control.test_mode} on {settings.system_name} ...", flush=True)
-    lg.StartTestWithLogSettings(sut, qsl, ts, log)
+    power = power_sampler.for_run(lambda line: print(line, flush=True))     # informative power (NVML, RAPL)
+    with power:
+        lg.StartTestWithLogSettings(sut, qsl, ts, log)
     mon.stop()
     sut_impl.stop()
     if pool is not None:
@@ -167,6 +170,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
     lg.DestroyQSL(qsl)
     lg.DestroySUT(sut)
     result["completed_samples"] = sut_impl.completed
+    result["power"] = power_sampler.record(power, stage, sut_impl.completed)
     result["timeline"] = sut_impl.timeline.save(stage)
     if dispatch == "stream":
         result["generation"] = sut_impl.stats()

@@ -30,6 +30,7 @@ from code.common.errors import HarnessError, disk_full
 from code.common.fileio import clean_stale_partials, make_stage_dir, partial_prefix, write_json, write_text
 from code.common.harness import zygote
 from code.common.harness.deathsig import death_signal_hook
+from code.common.power import limits as power_limits
 from code.common.results.loadgen_logs import summarize
 from code.common.settings import FAST_MIN_DURATION_MS, RunControl, RunSettings
 
@@ -150,7 +151,8 @@ def run_one(settings: RunSettings, control: RunControl, log_dir: str | Path, eng
     clean_stale_partials(log_dir.parent)
     stage = make_stage_dir(log_dir)
     try:
-        meta = _run_staged(settings, control, log_dir, stage, engines, audit_config)
+        with power_limits.applied(settings.values):      # power_limit, clock locks: restored even on Ctrl-C
+            meta = _run_staged(settings, control, log_dir, stage, engines, audit_config)
     except BaseException:              # Ctrl-C, a full disk, a bug: never leave a half-written run behind
         import shutil
 
@@ -298,6 +300,7 @@ def build_metadata(s: RunSettings, control: RunControl, stage: Path, conf: str, 
         "accuracy": child.get("accuracy"),
         "completed_samples": child.get("completed_samples"),
         "timeline": child.get("timeline"),
+        "power": child.get("power"),
         "executor": child.get("executor") or {"kind": "local"},
         "engines": child.get("engines", {}),
         "calibration": calibration.of_engines(child.get("engines", {})),

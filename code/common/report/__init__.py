@@ -151,6 +151,9 @@ def pictures(run: Run, r: dict, img: Path, reuse: Path | None = None) -> tuple[l
                      unit="tokens/s", weights=tokens.astype(float))]
     else:
         out.append(draw("throughput", "Samples per second over the run", plots.throughput, tl["done_s"]))
+    trace = (run.meta.get("power") or {}).get("trace")
+    if trace:
+        out.append(draw("power", "Informative power over the run (NVML, RAPL)", plots.power_over_time, trace))
     return [{"kind": k, "title": t, "file": f} for k, t, f in out if f], add, None
 
 

@@ -95,11 +95,25 @@ def _latency_line(r: dict) -> str:
     return f'<p class="meta">{_e(text)}</p>'
 
 
+def _power_line(r: dict) -> str:
+    p = r.get("power")
+    if not p:
+        return ""
+    if not p.get("available"):
+        return f'<p class="meta">{_e("Informative power: none (" + str(p.get("reason")) + ")")}</p>'
+    from code.common.power.sampler import text
+
+    src = "; ".join(str(v) for v in (p.get("sources") or {}).values())
+    energy = (p.get("energy_j") or {}).get("total", 0.0)
+    line = f"Informative power over {p.get('window_s')} s: {text(p)}; energy {energy:.4g} J ({src})"
+    return f'<p class="meta">{_e(line)}</p>'
+
+
 def _run_section(r: dict) -> str:
     title = f"{r['system']} · {r['submission_name'] or r['benchmark']} · {r['scenario']} · {r['mode']}"
     parts = [f'<section class="run" id="{r["id"]}"><h2>{_e(title)}</h2>',
              f'<p class="meta">{_e(r["dir"])} · {_e(r["validity"])} · {_e(r["metric_text"])} · '
-             f'accuracy {_e(accuracy_text(r))} · finished {_e(r["finished"])}</p>', _latency_line(r)]
+             f'accuracy {_e(accuracy_text(r))} · finished {_e(r["finished"])}</p>', _latency_line(r), _power_line(r)]
     if r["pictures"]:
         figs = "".join(f'<figure><img src="img/{_e(p["file"])}" alt="{_e(p["title"])}" width="640" height="360">'
                        f'<figcaption>{_e(p["title"])}</figcaption></figure>' for p in r["pictures"])

@@ -114,3 +114,21 @@ def token_latencies(ttft_ms: np.ndarray, tpot_ms: np.ndarray, out: Path, title: 
             ax.legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     return _save(fig, out)
+
+
+def power_over_time(trace: dict, out: Path, title: str) -> str | None:
+    """Informative power (metadata.json ``power.trace``): watts of each source against seconds into
+    LoadGen's power window, stacked."""
+    t = np.asarray(trace.get("t_s") or [], dtype=float)
+    series = [(k[:-2], np.asarray(v, dtype=float)) for k, v in trace.items() if k.endswith("_w") and len(v) == t.size]
+    if t.size == 0 or not series:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=SIZE)
+    ax.stackplot(t, *[v for _, v in series], labels=[f"{n} (mean {v.mean():.1f} W)" for n, v in series],
+                 colors=["#3b6ea8", "#c8803a", "#5a9a5a"][:len(series)], alpha=0.85)
+    ax.set_xlabel("seconds into LoadGen's power window")
+    ax.set_ylabel("watts (informative)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, out)

@@ -74,7 +74,7 @@ def row(run: Run) -> dict[str, Any]:
         "notes": (["tiny variant"] if m.get("model_variant") == "tiny" else []) + records.run_notes(m),
         "accuracy": accuracy_rows(m, entry), "accuracy_passed": acc.get("passed"),
         "loadgen_percentiles_ms": loadgen_percentiles(m.get("results") or {}),
-        "tokens": m.get("tokens"), "timeline": m.get("timeline"),
+        "tokens": m.get("tokens"), "timeline": m.get("timeline"), "power": m.get("power"),
         "finished": m.get("finished"),
     }
 

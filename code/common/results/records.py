@@ -75,7 +75,8 @@ def run_notes(m: dict) -> list[str]:
 
 def table(records: Iterable[dict]) -> str:
     rows = [("system", "benchmark", "scenario", "mode", "result", "metric", "accuracy", "note")]
-    for m in records:
+    metas = list(records)
+    for m in metas:
         acc = m.get("accuracy") or {}
         metrics = acc.get("metrics") or {}
         acc_s = ", ".join(f"{k}={v}" for k, v in metrics.items() if k not in ("good", "total")) or "-"
@@ -85,6 +86,10 @@ def table(records: Iterable[dict]) -> str:
         rows.append((m.get("system_name", "?"), m.get("benchmark", "?"), m.get("scenario", "?"),
                      m.get("test_mode", "?").replace("Only", ""), result, metric_text(m), acc_s,
                      "; ".join(run_notes(m))))
+    from code.common.power.sampler import text as power_text
+
+    if any((m.get("power") or {}).get("available") for m in metas):     # a column only where a run measured it
+        rows = [r + (c,) for r, c in zip(rows, ["power (informative)"] + [power_text(m.get("power")) for m in metas])]
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

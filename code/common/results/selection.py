@@ -167,6 +167,8 @@ def _why_not_performance(run: Run, allow: tuple[str, ...] = ()) -> str | None:
         extra = f" ({'; '.join(str(x) for x in lines[:2])})" if lines else ""
         return f"LoadGen result {m.get('result_validity') or 'unknown'}{extra}"
     why = _why_not(run, PERF_FILES, ", not a submission run", allow)
+    if why is None and (m.get("power_run") or {}).get("role") == "ranging":
+        return "the ranging run of a power measurement (its testing run is the result)"
     if why is None and m.get("metric_value") is None:
         return "no headline metric in metadata"
     if why is None and (isinstance(m["metric_value"], bool) or not isinstance(m["metric_value"], (int, float))):
@@ -213,7 +215,7 @@ def choose(runs: Iterable[Run], round_min_duration_ms: int = 600_000, allow: tup
 
     for key, cands in perf_cands.items():
         sign = 1.0 if scenarios.get(key[2]).lower_is_better else -1.0
-        cands.sort(key=lambda r: (r.tiny, r.short(round_min_duration_ms),
+        cands.sort(key=lambda r: (r.tiny, r.short(round_min_duration_ms), not r.meta.get("power_run"),
                                   sign * float(r.meta["metric_value"]), -r.when, str(r.dir)))
         best = cands[0]
         sel.performance[key] = best

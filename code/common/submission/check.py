@@ -39,6 +39,7 @@ from code.common.submission.checks.findings import Findings
 from code.common.submission.checks.measurements import MEASUREMENT_FIELDS
 from code.common.submission.checks.performance import FAST_MIN_DURATION_MS
 from code.common.submission.checks.system import check_system
+from code.common.power import nameplate, preflight as power_preflight
 
 __all__ = ["FAST_MIN_DURATION_MS", "MEASUREMENT_FIELDS", "Findings", "check", "check_scenario", "check_system",
            "run_official_checker"]
@@ -53,6 +54,7 @@ def check_scenario(f: Findings, d: Path, rnd: rounds.Round, rb: rounds.RoundBenc
         measurements.check_measurements(f, d, run_files=("README.md",))
         return
     performance.check_performance(f, d, rnd, rb, scen, conf)
+    power_preflight.check_power_result(f, d / "performance")
     accuracy.check_accuracy(f, d, rnd, rb)
     if rnd.results_hold_compliance:
         compliance.check_compliance(f, d, rnd, rb, scen, conf)
@@ -94,6 +96,9 @@ def check(input_root: Path, *, submitter: str | None = None, version: str | None
                     system.check_scenarios(f, bench_dir, rnd, rb, stype, div.name, scens)
                     for scen in scens:
                         check_scenario(f, bench_dir / scen, rnd, rb, scen, conf)
+                if rnd.version in nameplate.ROUNDS:        # v6.1: systems/<system>_power.yaml
+                    powered = any(power_preflight.has_power(p) for p in system_dir.glob("*/*/performance"))
+                    nameplate.check(f, nameplate.path_for(sub / "systems", system_dir.name), powered, desc)
     return f
 
 

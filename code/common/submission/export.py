@@ -41,6 +41,7 @@ from code.common import rounds
 from code.common.results.accuracy_text import has_hash
 from code.common.results.selection import test_only
 from code.common.submission import endpoints
+from code.common.power import result as power_result
 from code.common.submission.stage import check_name, staging_root
 from code.common.submission.tree import link_or_copy, link_tree, mark_smoke_tree, smoke_allowance
 from code.common.submission.truncate import MAX_TRUNCATED
@@ -151,6 +152,7 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
                     systems.add(system)
                     _check_submittable(scen_dir / "performance" / "run_1", allow)
                     _copy_some(scen_dir / "performance" / "run_1", dst / "performance" / "run_1", PERF_FILES)
+                    power_result.export(scen_dir / "performance", dst / "performance")
                     if (scen_dir / "accuracy").is_dir():
                         _check_submittable(scen_dir / "accuracy", allow)
                         _check_truncated(scen_dir / "accuracy")
@@ -182,6 +184,8 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
                 sj = root / "systems" / f"{system}.json"
                 if sj.is_file():
                     link_or_copy(sj, sub / "systems" / f"{system}.json")
+                if (root / "systems" / f"{system}_power.yaml").is_file():        # v6.1 nameplate power
+                    link_or_copy(root / "systems" / f"{system}_power.yaml", sub / "systems" / f"{system}_power.yaml")
             src = sub / rnd.src_dir                       # src/ from v6.0, code/ before
             for name in source_files(repo):
                 link_or_copy(repo / name, src / name)

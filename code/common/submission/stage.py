@@ -32,6 +32,7 @@ from code.common.errors import HarnessError
 from code.common.fileio import clean_stale_partials, make_stage_dir, read_json, write_json, write_text
 from code.common import rounds
 from code.common.submission import endpoints, measurements, mlperf_conf, sysdesc
+from code.common.power import result as power_result
 from code.common.results.selection import Run, Selection, choose, scan
 from code.common.submission.tree import link_or_copy, link_tree, smoke_allowance, swap_dirs
 
@@ -216,6 +217,7 @@ def stage(*, submitter: str, division: str, version: str | None = None, log_root
                 if (res / "performance").exists():
                     shutil.rmtree(res / "performance")
                 _copy_perf(perf, res / "performance" / "run_1")
+                power_result.stage(perf.meta, res / "performance")      # a power run's ranging/, power/, spl.txt
                 systems.setdefault(system, []).append(perf)
                 meas = tmp / "measurements" / system / bname / scen
                 if meas.exists():
