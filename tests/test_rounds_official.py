@@ -19,7 +19,7 @@ from code.common.rounds import ROUNDS, Round
 from tests.conftest import official_root
 
 PACKAGES = {"resnet50", "retinanet", "unet3d", "bert", "dlrm_v2", "gptj", "llama2_70b", "mixtral_8x7b", "sdxl",
-            "llama3_1_8b", "deepseek_r1", "llama3_1_405b", "gpt_oss_120b", "qwen3_vl", "whisper", "yolo", "dlrm_v3", "wan"}
+            "llama3_1_8b", "deepseek_r1", "llama3_1_405b", "gpt_oss_120b", "qwen3_vl", "whisper", "yolo", "dlrm_v3", "wan", "rgat"}
 
 # Checker submission name -> harness package, for every name the harness runs in some round.
 PACKAGE_OF = {
@@ -30,7 +30,7 @@ PACKAGE_OF = {
     "mixtral-8x7b": "mixtral_8x7b", "stable-diffusion-xl": "sdxl",
     "llama3.1-8b": "llama3_1_8b", "llama3.1-8b-edge": "llama3_1_8b", "deepseek-r1": "deepseek_r1",
     "llama3.1-405b": "llama3_1_405b", "gpt-oss-120b": "gpt_oss_120b", "qwen3-vl-235b-a22b": "qwen3_vl", "whisper": "whisper", "yolo-95": "yolo", "yolo-99": "yolo",
-    "dlrm-v3": "dlrm_v3", "wan-2.2-t2v-a14b": "wan",
+    "dlrm-v3": "dlrm_v3", "wan-2.2-t2v-a14b": "wan", "rgat": "rgat",
 }
 
 # -99.9 entries the checker lists without their -99 twin (v6.1 dropped llama2-70b-99 only).

@@ -77,7 +77,14 @@ def sdxl(images: tuple[str, ...], dc=()) -> RoundBenchmark:
 
 
 # ---------------------------------------------------------------------------------------------- v5.0
+# R-GAT (v5.0 on): Offline in the datacenter (and datacenter,edge) category; IGBH full, 788,379 validation seeds
+# (dataset size = performance sample count); acc >= 0.7286 x 0.99 (a fraction); TEST01
+# (compliance/TEST01/rgat/audit.config: accuracy_log_sampling_target 4096).
+RGAT = entry("rgat", "rgat", "rgat", dc=(OFF,), both=(OFF,), size=788379, psc=788379, tests=("TEST01",), t01=4096,
+             acc=("acc", 0.7286 * 0.99))
+
 _V50 = {
+    "rgat": RGAT,
     "resnet": entry("resnet", "resnet50", "resnet50", dc=(SRV, OFF), edge=(SS, MS, OFF), both=(SS, OFF, MS, SRV),
                     size=50_000, psc=1024, tests=("TEST01", "TEST04"), t01=4096, acc=("acc", 76.46 * 0.99)),
     "retinanet": entry("retinanet", "retinanet", "retinanet", dc=(SRV, OFF), edge=(SS, MS, OFF),
@@ -158,6 +165,7 @@ _V51 = {
     **edit(_V50, "resnet", datacenter_scenarios=()),
     "deepseek-r1": DEEPSEEK_R1,
     "whisper": WHISPER,
+    "rgat": RGAT,
     "llama3.1-405b": LLAMA31_405B,
     **{n: _V50[n] for n in ("retinanet", "bert-99", "bert-99.9", "dlrm-v2-99", "dlrm-v2-99.9",
                             "3d-unet-99", "3d-unet-99.9")},

@@ -4,8 +4,7 @@ b66003e10e2db4b8c36a448b0545ec90fcc6e9e9 ("Require only one of server or interac
 2026-08-20). ``v5.py`` (v5.0, v5.1) is read from the same commit; it says which constant each field
 comes from. ``tests/test_rounds_official.py`` compares both files with a checkout.
 
-Only the harness's benchmarks are listed (rgat,
-qwen3-vl, e2e-rag, pointpainting are not). The scenario tuples hold the
+Only the harness's benchmarks are listed (wan-2.2, e2e-rag, pointpainting are not). The scenario tuples hold the
 required scenarios; the checker's *optional* ones ("one of Interactive or Server" for the datacenter
 LLMs since v5.1, ``optional-scenarios-datacenter``) are ``RoundBenchmark.optional_scenarios``.
 """
@@ -90,6 +89,7 @@ _V60 = {
            optional_scenarios=("Interactive", SRV)),
     "gpt-oss-120b": GPT_OSS_120B,
     "whisper": _V51["whisper"],
+    "rgat": _V51["rgat"],
     "qwen3-vl-235b-a22b": QWEN3_VL_V60,
     **YOLO,
     "dlrm-v3": DLRM_V3,
@@ -112,7 +112,7 @@ V6_1 = Round(
         # ResNet50 ("resnet" since v5.0) is an edge-only benchmark since v5.1, as in v6.0.
         "resnet": _V60["resnet"],
         **{n: _V60[n] for n in ("bert-99", "bert-99.9", "3d-unet-99", "3d-unet-99.9", "llama3.1-8b",
-                                "llama3.1-8b-edge", "llama2-70b-99.9", "deepseek-r1", "gpt-oss-120b", "whisper")},
+                                "llama3.1-8b-edge", "llama2-70b-99.9", "deepseek-r1", "gpt-oss-120b", "whisper", "rgat")},
         # SDXL is edge (SingleStream, Offline) as in v6.0; its accuracy run saves the images of
         # text_to_image/tools/sample_ids.txt of v6.1 (4b790a61 "Add constants for v6.1"); the checker's
         # REQUIRED_ACC_BENCHMARK has no v6.1 list yet.
