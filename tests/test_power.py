@@ -239,6 +239,29 @@ def test_nameplate_rounds_and_sum_match_the_checker():
     assert len(found) == 4 and all("still says 'TO FILL" in w for w in found)
 
 
+def test_add_system_writes_the_nameplate_stub(tmp_path, monkeypatch):
+    import shutil
+
+    from code.common.add_system import add_system
+    from conftest import REPO
+
+    for d in ("configs", "systems"):
+        shutil.copytree(REPO / d, tmp_path / d)
+    monkeypatch.setenv("MLPERF_CONFIGS_DIR", str(tmp_path / "configs"))
+    monkeypatch.setenv("MLPERF_SYSTEMS_DIR", str(tmp_path / "systems"))
+    monkeypatch.setenv("MLPERF_FAKE_SYSTEM", json.dumps({"gpus": [{"name": "NVIDIA H100 80GB HBM3",
+                                                                   "pci_id": "0x233010DE", "memory_mb": 81559}] * 2}))
+    said = []
+    assert add_system({"system_id": "PowerBox-H100", "based_on": "H100-SXM-80GB"}, log=said.append) == 0
+    stub = tmp_path / "systems" / "PowerBox-H100x2_TRT_power.yaml"
+    assert stub.is_file() and any(str(stub) in line for line in said)
+    data = yaml.safe_load(stub.read_text())
+    assert list(data) == ["PowerBox-H100x2_TRT"] and len(nameplate.problems(data)[0]) == 4
+    stub.write_text(stub.read_text().replace("TO FILL: the server model", "edited"))
+    add_system({"system_id": "PowerBox-H100", "based_on": "H100-SXM-80GB"}, log=said.append)
+    assert "edited" in stub.read_text()           # a filled-in file is never written over
+
+
 # --- submittable power: one tiny ResNet50 SingleStream run, ranging + testing, against the stand-in -----------
 
 @pytest.fixture(scope="module")
@@ -360,6 +383,11 @@ def test_staged_power_result_through_the_official_checker(power_run, tmp_path):
     (tree / "systems" / f"{system}_power.yaml").write_text(yaml.safe_dump(filled))
     f = check(tmp_path / "sub", submitter=SUBMITTER, version="v6.1")
     assert not [ln for ln in f.lines() if "_power.yaml" in ln], f.lines()
+    kept = (tree / "systems" / f"{system}_power.yaml").read_text()
+    (tree / "systems" / f"{system}_power.yaml").unlink()
+    f = check(tmp_path / "sub", submitter=SUBMITTER, version="v6.1")
+    assert [ln for ln in f.lines() if "_power.yaml: missing: a power result needs" in ln], f.lines()
+    (tree / "systems" / f"{system}_power.yaml").write_text(kept)
     # the official checker's power check (PowerCheck: file lists, power-dev's script, the power metric from
     # spl.txt in LoadGen's window) and its nameplate sum, on the exported tree; a driver imports them (the whole
     # checker stops earlier, at this tree's missing accuracy run)

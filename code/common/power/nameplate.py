@@ -101,13 +101,14 @@ def problems(data: Any) -> tuple[list[str], float]:
 
 def check(f, path: Path, needed: bool, desc: dict) -> None:
     """Pre-flight (code.common.submission.check): the nameplate file of one system. ``needed``: the round reads
-    it and the system has power results."""
+    it and the system has power results (without them the checker never reads it, and neither does this)."""
     import yaml
 
+    if not needed or "system_power_capacity" in desc:
+        return
     if not path.is_file():
-        if needed and "system_power_capacity" not in desc:
-            f.error(path, "missing: a power result needs the system's nameplate power (make add_system writes a "
-                          "stub to fill in; or set system_power_capacity in the systems JSON)")
+        f.error(path, "missing: a power result needs the system's nameplate power (make add_system writes a "
+                      "stub to fill in; or set system_power_capacity in the systems JSON)")
         return
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

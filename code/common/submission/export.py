@@ -184,7 +184,8 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
                 sj = root / "systems" / f"{system}.json"
                 if sj.is_file():
                     link_or_copy(sj, sub / "systems" / f"{system}.json")
-                if (root / "systems" / f"{system}_power.yaml").is_file():        # v6.1 nameplate power
+                if (root / "systems" / f"{system}_power.yaml").is_file() and any(      # v6.1 nameplate power
+                        (sub / "results" / system).glob("*/*/performance/power")):
                     link_or_copy(root / "systems" / f"{system}_power.yaml", sub / "systems" / f"{system}_power.yaml")
             src = sub / rnd.src_dir                       # src/ from v6.0, code/ before
             for name in source_files(repo):
