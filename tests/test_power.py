@@ -197,14 +197,18 @@ def test_power_settings_set_and_restored(capsys):
                 assert nv.mem_clocks == [(2619, 2619)] * 2
                 raise exc
         assert nv.limit_mw == [700_000, 700_000] and nv.mem_clocks == [None, None]
-    # SIGTERM while the settings are held: SystemExit(143), restored; the old handler is back
-    before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(SystemExit) as e:
-        with limits.applied({"power_limit": 200.0}, nvml=nv):
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)
-    assert e.value.code == 128 + signal.SIGTERM and nv.limit_mw == [700_000, 700_000]
-    assert signal.getsignal(signal.SIGTERM) == before
+    # SIGTERM while the settings are held (a process that left SIGTERM at its default): SystemExit(143),
+    # restored, and the default handler is back
+    outer = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with pytest.raises(SystemExit) as e:
+            with limits.applied({"power_limit": 200.0}, nvml=nv):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+        assert e.value.code == 128 + signal.SIGTERM and nv.limit_mw == [700_000, 700_000]
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, outer)
     with limits.applied({"power_limit": 0}, nvml=None) as got:   # nothing asked: NVML is never touched
         assert got == {}
 
@@ -353,6 +357,18 @@ def test_informative_power_in_record_table_and_report(power_run, tmp_path):
     assert html.count('<p class="meta">Informative power over ') == 2 and html.count("-power.png") == 2, r.stdout
     summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
     assert all(row["power"]["available"] for row in summary["runs"])
+
+
+def test_power_limit_reaches_nvml_from_the_command_line(power_run, tmp_path):
+    """A run asking for a power limit where NVML finds no GPU (this machine) stops before LoadGen, in one line."""
+    if sources.nvml_gpus()[0] is not None:
+        pytest.skip("NVML finds a GPU here: a test never changes a real GPU's power limit")
+    r = run_main("--action=run_harness", "--benchmarks=resnet50", "--model_variant=tiny", "--scenarios=SingleStream",
+                 "--min_duration=100", "--min_query_count=1", "--power_limit=300", f"--log_dir={tmp_path / 'logs'}",
+                 env=power_run["env"])
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert r.stderr.startswith("error: power_limit set, but NVML finds no NVIDIA GPU here"), r.stderr
+    assert not list((tmp_path / "logs").rglob("metadata.json"))
 
 
 def test_staged_power_result_through_the_official_checker(power_run, tmp_path):

@@ -45,7 +45,8 @@ def applied(values: Mapping[str, Any], nvml: Any = None, log=print) -> Iterator[
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
     except Exception as e:
         raise HarnessError(f"{', '.join(want)} set, but NVML finds no NVIDIA GPU here ({type(e).__name__})",
-                           "remove the power settings from the config block (or run on the GPU machine)")
+                           "drop power_limit / gpu_clock_lock / memory_clock_lock (config block or RUN_ARGS), "
+                           "or run on the GPU machine")
     undo: list = []
 
     def restore() -> None:
