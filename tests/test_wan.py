@@ -25,8 +25,8 @@ from tests.conftest import (assert_audit_passed, assert_short_of_early_stopping,
 BASE = ("--benchmarks=wan", "--model_variant=tiny")
 OFFLINE = offline_samples(6)
 # SingleStream's p90 needs 64 queries for LoadGen's early stopping (~45 s of this CPU at ~0.7 s a tiny video):
-# 8 are short of it by design (asserted: INVALID for that reason alone)
-SS_SHORT = ("--min_duration=100", "--min_query_count=8")
+# 4 are short of it by design (asserted: INVALID for that reason alone)
+SS_SHORT = ("--min_duration=100", "--min_query_count=4")
 REF = ("text_to_video", "wan-2.2-t2v-a14b")
 
 
@@ -146,7 +146,11 @@ def test_wan_preprocessing_matches_reference(tmp_path):
     prompts = ref / "data" / "vbench_prompts.txt"
     raw = tmp_path / "raw.txt"          # the same file with blank and padded lines: both readers must drop them
     raw.write_text("\n  " + prompts.read_text().replace("\n", "  \n\n", 3))
-    r = subprocess.run([sys.executable, "-c", "import sys, json; sys.path.insert(0, sys.argv[1]); import run_mlperf as m; "
+    # run_mlperf.py imports torch and diffusers at the top; the two functions read here use neither of
+    # them, so empty stand-ins save ~10 s of imports (the functions themselves are the reference's, unchanged)
+    stub = "import sys, types; [sys.modules.setdefault(n, types.ModuleType(n)) for n in ('torch',)]; " \
+           "d = types.ModuleType('diffusers'); d.AutoencoderKLWan = d.WanPipeline = None; sys.modules['diffusers'] = d; "
+    r = subprocess.run([sys.executable, "-c", stub + "import json; sys.path.insert(0, sys.argv[1]); import run_mlperf as m; "
                         "print(json.dumps({'p': m.load_prompts(sys.argv[2]), 'r': m.load_prompts(sys.argv[3]), "
                         "'c': m.load_config(sys.argv[4])}))", str(ref), str(prompts), str(raw),
                         str(ref / "inference_config.yaml")], capture_output=True, text=True, timeout=300)
@@ -179,7 +183,7 @@ def test_wan_harness_equals_reference_call(runs, env):
     pipe = load_pipeline(Path(env["MLPERF_SCRATCH_PATH"]) / "models/wan/tiny/pipeline")
     h, w, f = C.geometry("tiny")
     torch.set_num_threads(1)
-    for i in (0, 4):
+    for i in (4,):                      # a scene prompt (one video: each costs ~1 s here)
         kwargs = {"prompt": TINY_FULL_INFO[i]["prompt_en"], "negative_prompt": C.NEGATIVE_PROMPT, "height": h,
                   "width": w, "num_frames": f, "guidance_scale": 4.0, "guidance_scale_2": 3.0,
                   "num_inference_steps": 20, "generator": torch.Generator(device="cpu").manual_seed(42),
@@ -197,14 +201,12 @@ def test_wan_harness_equals_reference_call(runs, env):
 
 @pytest.fixture(scope="module")
 def scored(runs):
+    """The accuracy run's videos, the tiny scorers (seed 0: the run's weights) and the run's own dimension results."""
     from code.wan import vbench
-    from code.wan.accuracy import score_videos
-    from code.wan.dataset import TINY_FULL_INFO
 
-    videos = _videos(runs[("Offline", "AccuracyOnly")])
-    models = vbench.build_scorers(0)
-    return videos, models, score_videos(videos, [{k: v for k, v in e.items() if k != "prompt_en"}
-                                                 for e in TINY_FULL_INFO], models, 16)
+    m = runs[("Offline", "AccuracyOnly")]
+    res = json.loads((Path(m["log_dir"]) / "vbench_eval_results.json").read_text())
+    return _videos(m), vbench.build_scorers(0), res
 
 
 def _cos_consistency(feats: list[np.ndarray]) -> float:
@@ -255,7 +257,19 @@ def test_wan_vbench_dimensions_match_formulas(scored):
                 mags.append(mag[:int(mag.size * 0.05)].mean())
             moved.append(sum(m > 6.0 * 128 / 256 for m in mags) >= max(1, round(4 * 3 / 16)) if round(4 * 3 / 16) else True)
     checks["dynamic_degree"] = float(np.mean(moved))
+    # appearance_style: open_clip's own eval transform and model forward (normalised features, logit scale), / 100
+    import open_clip
+    from PIL import Image
+
+    pre = open_clip.image_transform(224, is_train=False, interpolation="bicubic")
+    sims = []
+    with torch.no_grad():
+        for i, style in zip(groups["style"], ("Van Gogh style", "oil painting")):
+            text = open_clip.get_tokenizer("ViT-B-32")([style])
+            for frame in videos[i]:
+                img_f, txt_f, scale = models["clip"](pre(Image.fromarray(frame))[None], text)
+                sims.append(float(scale * img_f @ txt_f.T) / 100)
+    checks["appearance_style"] = float(np.mean(sims))
     for dim, want in checks.items():
         print(f"[fidelity] wan {dim}: ours {res[dim][0]:.6f}, independent formula {want:.6f}")
         assert f"{res[dim][0]:.4g}" == f"{want:.4g}", dim
-    assert 0 <= res["appearance_style"][0] <= 1

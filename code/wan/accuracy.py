@@ -61,13 +61,45 @@ def iter_videos(path: str | os.PathLike, shape: tuple[int, int, int]) -> Iterato
 
 
 def write_mp4(path: Path, video: np.ndarray, fps: int = FPS) -> None:
-    import cv2
+    """The reference's writer (diffusers export_to_video: imageio-ffmpeg where installed, else OpenCV's mp4v), given
+    the uint8 frames as images (its float path would multiply them by 255 again)."""
+    from diffusers.utils import export_to_video
+    from PIL import Image
 
-    h, w = video.shape[1:3]
-    out = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
-    for frame in video:
-        out.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
-    out.release()
+    export_to_video([Image.fromarray(f) for f in video], str(path), fps=fps)
+
+
+def write_vbench_videos(accuracy_log: str, out_dir: Path, prompts: Sequence[str], shape: tuple[int, int, int],
+                        ids: set[int], ids_dir: Path, fps: int = FPS) -> int:
+    """Every video of the log as ``<prompt>-0.mp4`` (the reference's run_inference.py naming, VBench's standard
+    mode) into out_dir, for the official run_evaluation.py, and those of ``ids`` as ``<id>.mp4`` into ids_dir (the
+    checker's required files), in one pass over the log. Returns the count."""
+    n = 0
+    with staged_dir(out_dir) as d, staged_dir(ids_dir) as req:
+        for idx, v in iter_videos(accuracy_log, shape):
+            write_mp4(d / f"{prompts[idx]}-0.mp4", v, fps)
+            if idx in ids:
+                write_mp4(req / f"{idx}.mp4", v, fps)
+            n += 1
+        write_text(req / "captions.txt", "")
+    return n
+
+
+def official_vbench(videos: Path, out_dir: Path, root: Path, gpus: int) -> tuple[float, str]:
+    """The reference's run_evaluation.py (VBench's evaluate.py, its submodule) on ``videos``: (Overall Average x 100,
+    its output)."""
+    import re
+    import subprocess
+    import sys
+
+    script = root / "text_to_video" / "wan-2.2-t2v-a14b" / "run_evaluation.py"
+    r = subprocess.run([sys.executable, str(script), f"--videos-path={videos}", f"--output-path={out_dir}",
+                        f"--num-gpus={gpus}"], cwd=script.parent, capture_output=True, text=True)
+    m = re.search(r"Overall Average\s*:\s*([\d.]+)", r.stdout)
+    if r.returncode or not m:
+        raise RunError(f"run_evaluation.py failed (exit {r.returncode}): {(r.stderr.strip().splitlines() or [''])[-1]}",
+                       f"see {out_dir}; VBench's checkpoints must be in ~/.cache/vbench (--load_ckpt_from_local)")
+    return 100.0 * float(m.group(1)), r.stdout
 
 
 def score_videos(videos: dict[int, np.ndarray], vbench_info: Sequence[dict], models: dict, fps: float,

@@ -109,18 +109,41 @@ class WanBenchmark(Benchmark):
         from code.wan.accuracy import evaluate
 
         entry = self.settings.round_entry()
-        ids = [int(i) for i in entry.extra_accuracy_files.get("videos", ())]
-        return evaluate(accuracy_log, out_dir, vbench_info=self.data().vbench, shape=geometry(self.variant),
-                        variant=self.variant, models=self.scorers(), sample_ids=ids, entry=entry, fps=FPS)
-
-    def scorers(self) -> dict:
+        if not self.tiny:
+            return self._official_accuracy(accuracy_log, Path(out_dir), entry)
         from code.wan import vbench
 
-        if self.tiny:
-            return vbench.build_scorers(TINY_SEED)
-        raise MissingDataError("the real VBench scorers (DINO ViT-B/16, CLIP ViT-B/32, RAFT, AMT-S, Tag2Text "
-                               "weights) are not wired up: score the videos/ with the reference's run_evaluation.py",
-                               "python text_to_video/wan-2.2-t2v-a14b/run_evaluation.py --videos-path <videos>")
+        ids = [int(i) for i in entry.extra_accuracy_files.get("videos", ())]
+        return evaluate(accuracy_log, out_dir, vbench_info=self.data().vbench, shape=geometry(self.variant),
+                        variant=self.variant, models=vbench.build_scorers(TINY_SEED), sample_ids=ids, entry=entry,
+                        fps=FPS)
+
+    def _official_accuracy(self, accuracy_log: str, out: Path, entry) -> dict:
+        """The real model: the videos as the reference names them, scored by the reference's run_evaluation.py
+        (VBench with its real DINO/CLIP/RAFT/AMT/Tag2Text checkpoints: our code.wan.vbench lacks AMT-S and Tag2Text)."""
+        from code.common.compliance.official import inference_dir
+        from code.common.fileio import write_text
+        from code.wan.accuracy import official_vbench, write_vbench_videos
+
+        videos = out / "vbench_videos"
+        ids = {int(i) for i in entry.extra_accuracy_files.get("videos", ())}
+        n = write_vbench_videos(accuracy_log, videos, self.data().prompts, geometry(self.variant), ids, out / "videos")
+        root = inference_dir()
+        cmd = (f"python text_to_video/wan-2.2-t2v-a14b/run_evaluation.py --videos-path {videos} "
+               f"--output-path {out / 'vbench_results'}")
+        if root is None or not (root / "text_to_video/wan-2.2-t2v-a14b/submodules/VBench/evaluate.py").is_file():
+            raise MissingDataError(f"{n} videos written to {videos}; scoring them needs the reference's VBench "
+                                   "submodule (MLPERF_INFERENCE_DIR with text_to_video/wan-2.2-t2v-a14b/submodules/VBench)",
+                                   f"git submodule update --init in the reference checkout, then: {cmd}")
+        gpus = max(1, self.settings.system.gpu_count if self.settings.system.accelerator == "gpu" else 1)
+        value, text = official_vbench(videos, out / "vbench_results", root, gpus)
+        target = entry.accuracy_min["vbench_score"]
+        passed = value >= target
+        report = (f"Accuracy Results: {{'vbench_score': {value}}}\n"
+                  f"Accuracy check: {'PASSED' if passed else 'FAILED'} (vbench_score={value:.4f} >= {target})\n"
+                  f"Samples scored: {n}\n")
+        write_text(out / "accuracy.txt", report)
+        return {"metrics": {"vbench_score": value, "videos": n}, "passed": passed, "text": report + text}
 
 
 class Generator:
