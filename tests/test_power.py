@@ -320,6 +320,26 @@ def test_power_logs_laid_out_as_the_checker_reads_them(power_run):
     assert (testing / "mlperf_log_detail.txt").read_bytes() == (out / "run_1" / "mlperf_log_detail.txt").read_bytes()
 
 
+def test_attach_finds_the_runs_of_a_power_result(power_run, tmp_path):
+    """A result of power-dev's own client (same layout) is tied to its harness runs by its client.json hashes."""
+    import shutil
+
+    from code.common.power import result
+
+    logs = tmp_path / "logs"
+    shutil.copytree(power_run["logs"], logs)
+    for meta in logs.rglob("metadata.json"):
+        m = json.loads(meta.read_text())
+        m.pop("power_run")
+        meta.write_text(json.dumps(m))
+    found = result.attach(power_run["out"], logs, log=lambda _: None)
+    marks = {r: json.loads((d / "metadata.json").read_text())["power_run"] for r, d in found.items()}
+    assert {r: m["role"] for r, m in marks.items()} == {"ranging": "ranging", "testing": "testing"}
+    assert {m["performance_dir"] for m in marks.values()} == {str(power_run["out"])}
+    with pytest.raises(HarnessError, match="has the ranging and testing log"):
+        result.attach(power_run["out"], tmp_path / "empty", log=lambda _: None)
+
+
 def test_official_power_checker_judges_the_session(power_run):
     """The checker power-dev ships with the submission checker, run as a script on the result folder."""
     pc = official_root("tools", "submission", "submission_checker", "checks", "power", "power_checker.py")

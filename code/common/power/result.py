@@ -28,6 +28,42 @@ def mark_run(run_dir: Path, role: str, session: str, performance_dir: Path) -> N
     write_json(p, meta)
 
 
+def attach(performance_dir: str | Path, logs: str | Path, log=print) -> dict[str, Path]:
+    """Mark the harness runs a power result was made of, found under ``logs`` by the SHA-1 its client.json
+    recorded for ranging/ and run_1/mlperf_log_detail.txt. For results of power-dev's own client (the one a
+    submission must use): ``python power-dev/ptd_client_server/client.py ... -w "make run_harness RUN_ARGS='...'"
+    -L build/logs/power -o <out>``, then ``python -m code.common.power.result --attach <out>/<session>
+    --logs build/logs/power``, then make update_results."""
+    import hashlib
+
+    from code.common.errors import HarnessError
+
+    perf = Path(performance_dir)
+    try:
+        client = json.loads((perf / "power" / "client.json").read_text(encoding="utf-8"))
+        want = {client["results"][f"{folder}/mlperf_log_detail.txt"]: role
+                for folder, role in (("ranging", "ranging"), ("run_1", "testing"))}
+        session = client["session_name"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise HarnessError(f"{perf} is not a power result folder (power/client.json: {type(e).__name__})",
+                           "point --attach at the folder holding power/, ranging/ and run_1/") from None
+    found: dict[str, Path] = {}
+    for meta in sorted(Path(logs).rglob("metadata.json")):
+        detail = meta.parent / "mlperf_log_detail.txt"
+        if detail.is_file():
+            role = want.get(hashlib.sha1(detail.read_bytes()).hexdigest())
+            if role:
+                found[role] = meta.parent
+    missing = [r for r in ("ranging", "testing") if r not in found]
+    if missing:
+        raise HarnessError(f"no harness run under {logs} has the {' and '.join(missing)} log of {perf}",
+                           "give --logs the folder the power client's workload wrote its runs to (its -L)")
+    for role, run_dir in found.items():
+        mark_run(run_dir, role, session, perf.resolve())
+        log(f"[power] {run_dir}: the {role} run of power session {session}")
+    return found
+
+
 def _copy(src: Path, dst: Path, names) -> None:
     from code.common.submission.tree import link_or_copy
 
@@ -59,3 +95,24 @@ def export(perf_src: Path, perf_dst: Path) -> None:
     _copy(perf_src / "ranging", perf_dst / "ranging", RANGING_FILES)
     _copy(perf_src / "power", perf_dst / "power", POWER_FILES)
     _copy(perf_src / "run_1", perf_dst / "run_1", ("spl.txt",))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from code.common.errors import HarnessError
+
+    p = argparse.ArgumentParser(description="Attach a power result (power-dev's client output) to its harness runs.")
+    p.add_argument("--attach", required=True, help="the power result folder: power/, ranging/, run_1/")
+    p.add_argument("--logs", default="build/logs", help="where the workload's harness runs are")
+    a = p.parse_args(argv)
+    try:
+        attach(a.attach, a.logs)
+    except HarnessError as e:
+        print(e.render())
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
