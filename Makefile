@@ -27,7 +27,7 @@ SUBMISSION_ARGS = --submitter=$(SUBMITTER) $(ROUND_ARG) $(RUN_ARGS) $(ARGS)
 DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
 .PHONY: prebuild venv build info download_model download_data preprocess_data calibrate generate_engines run_harness run \
-        find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 run_audit_test07 run_audit_test09 update_results truncate_results export_submission \
+        find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 run_audit_test07 run_audit_test08 run_audit_test09 update_results truncate_results export_submission \
         check_submission submission demo test docs clean bench add_system doctor report run_llm_server stop_llm_server gpu_check
 
 venv: $(STAMP)
@@ -112,6 +112,11 @@ run_audit_test07: venv
 
 run_audit_test09: venv
 	$(MAIN) --action=run_audit_harness --audit_test=TEST09 $(ROUND_ARG) $(RUN_ARGS)
+
+# dlrm-v3 (v6.0 on): TEST08 logs a sample of a performance-mode run's answers and matches each with the accuracy
+# run's answer for the same (ts_idx, query_idx) (their NE within 0.1%); needs that accuracy run first
+run_audit_test08: venv
+	$(MAIN) --action=run_audit_harness --audit_test=TEST08 $(ROUND_ARG) $(RUN_ARGS)
 
 # OpenAI-compatible LLM servers for --backend=openai (vLLM, SGLang, trtllm-serve or the harness's own), one per
 # model instance; build/llm_server/endpoints.json names them

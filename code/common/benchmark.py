@@ -100,6 +100,9 @@ class Benchmark(abc.ABC):
     test_mode: str = "PerformanceOnly"
     # the compliance test the run serves (None: none); TEST07 runs over a set of its own (GPT-OSS-120B's)
     audit_test: str | None = None
+    # the run's RunControl (the harness child sets it before make_processors): its TEST ONLY plants, where a
+    # benchmark's own Processor applies one (DLRM-v3's plant_prediction_shift)
+    control: Any = None
 
     def __init__(self, settings: "RunSettings"):
         self.settings = settings

@@ -263,6 +263,9 @@ CORE_FIELDS: tuple[Field, ...] = (
           "output's first token (makes TEST06 fail).", flag_value=True, config=False, actions=RUN, control=True),
     Field("plant_output_limit", parse_int, 0, "TEST ONLY, LLMs: cut every answer at this many tokens, the truncation "
           "TEST09 (and TEST07's accuracy) exists to catch; 0: off.", config=False, actions=RUN, control=True, minimum=0),
+    Field("plant_prediction_shift", parse_float, 0.0, "TEST ONLY, DLRM-v3: add this to every click probability a "
+          "performance-mode run answers (clipped to [0, 1]), the drift TEST08 exists to catch; 0: off.",
+          config=False, actions=RUN, control=True, minimum=-1.0, maximum=1.0),
     # --- workload (RunSettings) ---
     Field("round", parse_str, None, "MLPerf Inference round to file for (default: the one whose seeds the installed "
           "LoadGen carries). RetinaNet, GPT-J, DLRM-v2 and Mixtral need an older round.",

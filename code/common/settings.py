@@ -46,6 +46,7 @@ class RunControl:
     use_cached_responses: bool = _NOT_SUBMITTABLE(False)   # TEST ONLY: the cheating SUT TEST04 exists to catch
     plant_first_token: bool = _NOT_SUBMITTABLE(False)      # TEST ONLY: first-token events carry a wrong token (TEST06)
     plant_output_limit: int = _NOT_SUBMITTABLE(0)          # TEST ONLY: answers cut at this many tokens (TEST07/TEST09)
+    plant_prediction_shift: float = _NOT_SUBMITTABLE(0.0)  # TEST ONLY: performance-mode probabilities moved (TEST08)
     null_processor: bool = _NOT_SUBMITTABLE(False)         # benchmarks of the harness itself: no model work
     null_service_ms: float = _NOT_SUBMITTABLE(0.0)         # with null_processor: each batch sleeps this long
     slow_batch_ms: float = _NOT_SUBMITTABLE(0.0)           # TEST ONLY (executor=ray): each actor batch takes >= this

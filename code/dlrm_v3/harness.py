@@ -165,8 +165,10 @@ class DLRMv3Benchmark(Benchmark):
     def make_processors(self, qsl, engines) -> list[Processor]:
         backend = get_backend(self.settings.backend)
         cfg = self.config()
+        # TEST ONLY (--plant_prediction_shift): performance-mode answers drift from the accuracy run's (TEST08)
+        shift = 0.0 if self.full_answers() else float(getattr(self.control, "plant_prediction_shift", 0.0) or 0.0)
         return [HSTUProcessor(backend.load(engines[ENGINE], spec), qsl, self.settings.batch_size(), cfg.action_weights,
-                              self.full_answers(), cores) for spec, cores in self.worker_specs()]
+                              self.full_answers(), cores, shift) for spec, cores in self.worker_specs()]
 
     def accuracy(self, accuracy_log: str, out_dir: str) -> dict:
         from code.dlrm_v3.accuracy import score
@@ -188,9 +190,9 @@ class HSTUProcessor(Processor):
     """A batch = up to ``batch_size`` requests padded into one engine call; one answer per request."""
 
     def __init__(self, engine, qsl: dataset.StreamingQSL, batch_size: int, action_weights, full: bool,
-                 cores: tuple[int, ...] | None = None):
+                 cores: tuple[int, ...] | None = None, plant_shift: float = 0.0):
         self.engine, self.qsl, self.batch_size, self.cores = engine, qsl, batch_size, cores
-        self.action_weights, self.full = tuple(action_weights), full
+        self.action_weights, self.full, self.plant_shift = tuple(action_weights), full, plant_shift
 
     def process(self, indices: Sequence[int]) -> list[np.ndarray]:
         samples = [self.qsl.sample(i) for i in indices]
@@ -199,7 +201,10 @@ class HSTUProcessor(Processor):
         for p, s in zip(probs, samples):
             n = s.cand_ids.shape[0]
             head = np.asarray([s.ts_idx, s.query_idx], np.float32)
-            parts = [head, p[:n].astype(np.float32)]
+            pred = p[:n].astype(np.float32)
+            if self.plant_shift:
+                pred = np.clip(pred + np.float32(self.plant_shift), 0, 1).astype(np.float32)
+            parts = [head, pred]
             if self.full:
                 parts += [s.labels, s.weights, np.asarray([n], np.float32)]
             out.append(np.ascontiguousarray(np.concatenate(parts)))

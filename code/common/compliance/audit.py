@@ -1,4 +1,7 @@
-"""Compliance audits: run TEST01/TEST04/TEST06/TEST07/TEST09 for one benchmark x scenario and verify them.
+"""Compliance audits: run TEST01/TEST04/TEST06/TEST07/TEST08/TEST09 for one benchmark x scenario and verify them.
+
+TEST08 (dlrm-v3) is verified against the accuracy run alone: each answer its performance-mode run logged must have
+the accuracy run's answer for the same (ts_idx, query_idx), its NE within 0.1% of that one's.
 
 TEST06, TEST07 and TEST09 judge the audit run's own log (no reference run): TEST07 scores a performance-mode run
 over the benchmark's compliance set against the audit.config's threshold (the benchmark's ``audit_score``), TEST09
@@ -37,6 +40,7 @@ from code.common.results.loadgen_logs import read_accuracy_entries
 from code.common.errors import HarnessError, RunError
 from code.common.fileio import sha256_file, write_json, write_text
 from code.common import rounds
+from code.common.rounds.model import TEST08_NE_TOLERANCE
 from code.common.results.accuracy_text import values as accuracy_values
 from code.common.results.selection import Run, choose, scan
 
@@ -201,8 +205,18 @@ def verify_audit_dir(test: str, audit_dir: Path, *, perf_ref: Path | None, acc_r
         part, ours = _test07_09(test, audit_dir, rb, audit_config, bench)
         rec.update(part)
         rec["passed"] = rec["accepted"] = all(ours.values())
+    elif test == "TEST08":
+        if acc_ref is None:
+            raise HarnessError("TEST08 needs the accuracy-mode log of the submission",
+                               "make run_harness RUN_ARGS=\"--test_mode=AccuracyOnly ...\"")
+        acc = verify.test08(acc_ref / "mlperf_log_accuracy.json", audit_dir / "mlperf_log_accuracy.json",
+                            TEST08_NE_TOLERANCE)
+        write_text(audit_dir / "verify_accuracy.txt", acc.text)
+        rec["accuracy"] = {"passed": acc.passed, "verdict": acc.text.strip().splitlines()[-2], **acc.figures}
+        ours = {"accuracy": acc.passed}
+        rec["passed"] = rec["accepted"] = acc.passed
     else:
-        raise HarnessError(f"cannot verify {test}", "use TEST01, TEST04, TEST06, TEST07 or TEST09")
+        raise HarnessError(f"cannot verify {test}", "use TEST01, TEST04, TEST06, TEST07, TEST08 or TEST09")
     root = official.inference_dir() if run_official else None
     if root is not None:
         if test == "TEST06":
@@ -211,6 +225,9 @@ def verify_audit_dir(test: str, audit_dir: Path, *, perf_ref: Path | None, acc_r
             cmd = bench.official_accuracy_command(root, test) if test == "TEST07" and bench is not None else None
             res = official.run_test07_09(test, root, audit_dir=audit_dir, audit_config=audit_config,
                                          accuracy_command=cmd)
+        elif test == "TEST08":
+            res = official.run_test08(root, reference_acc=acc_ref, audit_dir=audit_dir,
+                                      tolerance=TEST08_NE_TOLERANCE)
         else:
             res = official.run_verification(test, root, reference_perf=perf_ref, reference_acc=acc_ref,
                                             audit_dir=audit_dir)
@@ -229,6 +246,15 @@ def summary_lines(rec: dict) -> list[str]:
         a = rec["accuracy"]
         lines.append(f"TEST06 first token / EOS / sample length over {a.get('samples', 0)} logged samples: "
                      + ("PASS" if a["passed"] else "FAIL — " + "; ".join(a.get("reasons") or ["see verify_accuracy.txt"])))
+        lines += [f"{t} ERROR: {e}" for e in rec.get("errors", [])]
+        lines.append(f"{t}: {'TEST PASS' if rec['passed'] else 'TEST FAIL'}")
+        return lines
+    if t == "TEST08":
+        a = rec["accuracy"]
+        lines.append(f"TEST08 NE of {a['num_matched']} of {a['num_perf_log_entries']} logged answers matched on "
+                     f"(ts_idx, query_idx), {a['num_ne_mismatch']} beyond {a['tolerance']:.2%}, "
+                     f"{a['num_unmatched']} unmatched: {'PASS' if a['passed'] else 'FAIL'}")
+        lines += [f"{t}: {r}" for r in a.get("reasons") or []]
         lines += [f"{t} ERROR: {e}" for e in rec.get("errors", [])]
         lines.append(f"{t}: {'TEST PASS' if rec['passed'] else 'TEST FAIL'}")
         return lines
@@ -295,9 +321,11 @@ def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, r
                                        allow=("smoke",) if (control_over or {}).get("smoke") else ())
     if test in SELF_CONTAINED:     # checks the audit run's own log: no reference run is compared
         perf_ref = acc_ref = None
+    elif test == "TEST08":         # compared with the accuracy run alone
+        perf_ref = None
     elif perf_ref is None:
         raise _missing_ref("performance", spec.name, settings.scenario, settings.system_name, skipped)
-    if test == "TEST01" and acc_ref is None:
+    if test in ("TEST01", "TEST08") and acc_ref is None:
         raise _missing_ref("accuracy", spec.name, settings.scenario, settings.system_name, skipped)
     if run_one is None:
         from code.common.harness.runner import run_one
@@ -305,6 +333,8 @@ def run_audit(target: Any, test: str, *, extra_audit_keys: dict | None = None, r
     if perf_ref is not None:
         log(f"[audit] {test} {spec.name} {settings.scenario}: reference performance run {perf_ref.dir}"
             + (f", accuracy run {acc_ref.dir}" if test == "TEST01" else ""))
+    elif acc_ref is not None:
+        log(f"[audit] {test} {spec.name} {settings.scenario}: reference accuracy run {acc_ref.dir}")
     if scenarios.get(settings.scenario).runs_as_server:
         log(f"[audit] Server target QPS x {settings.audit_server_qps_factor} (audit_server_qps_factor)")
     control = RunControl(action="run_audit_harness", test_mode="PerformanceOnly", audit_test=test,
@@ -338,8 +368,8 @@ def run_audits(cli: dict, settings: list) -> int:
     """``--action=run_audit_harness``: the audit for every benchmark x scenario; 0 if all pass, else 4."""
     test = cli.get("audit_test")
     failed = []
-    over = {k: cli[k] for k in ("verbose", "use_cached_responses", "plant_first_token", "plant_output_limit", "smoke")
-            if k in cli}
+    over = {k: cli[k] for k in ("verbose", "use_cached_responses", "plant_first_token", "plant_output_limit",
+                                "plant_prediction_shift", "smoke") if k in cli}
     for s in settings:
         rec = run_audit(s, test, control_over=over)
         if not rec["accepted"]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from code.common import scenarios
 from code.common.errors import HarnessError
 from code.common.rounds import AUDIT_TESTS as TESTS, Round, RoundBenchmark
-from code.common.rounds.model import TEST07_09_ACCURACY_LOG_RNG_SEED
+from code.common.rounds.model import TEST07_09_ACCURACY_LOG_RNG_SEED, TEST08_ACCURACY_LOG_SAMPLING_TARGET
 
 
 _HEADER = """\
@@ -80,6 +80,12 @@ def audit_config(test: str, rnd: Round, bench: RoundBenchmark, scenario: str,
         else:
             lo, hi = bench.test09_output_tokens
             lines += [f"*.*.test09_min_output_tokens = {lo:g}", f"*.*.test09_max_output_tokens = {hi:g}"]
+    elif test == "TEST08":
+        # compliance/TEST08/dlrm-v3/audit.config: a performance-mode run logging a sample of its answers
+        lines += ["# mode dictionary (0 = submission, 1 = accuracy, 2 = performance, 3 = find peak perf)",
+                  "*.*.mode = 2",
+                  f"*.*.accuracy_log_rng_seed = {TEST07_09_ACCURACY_LOG_RNG_SEED}",
+                  f"*.*.accuracy_log_sampling_target = {TEST08_ACCURACY_LOG_SAMPLING_TARGET}"]
     elif test == "TEST04":
         for scen in scenarios.LOADGEN_SCENARIOS:
             lines += [f"*.{scen}.mode = 2", f"*.{scen}.performance_issue_unique = 0",

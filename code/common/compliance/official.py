@@ -102,6 +102,20 @@ def run_test07_09(test: str, root: Path, *, audit_dir: Path, audit_config: str, 
     return res
 
 
+def run_test08(root: Path, *, reference_acc: Path, audit_dir: Path, tolerance: float, timeout: float = 1800) -> dict:
+    """Run ``compliance/TEST08/run_verification.py -r <accuracy run's log> -t <audit's log>``: it prints its verdict
+    (``TEST PASS`` / ``TEST FAIL``) and writes no file; that output is its verify_accuracy.txt."""
+    script = root / "compliance" / "TEST08" / "run_verification.py"
+    with tempfile.TemporaryDirectory(prefix="official-TEST08-") as tmp:
+        cmd = [sys.executable, str(script), "-r", str((reference_acc / "mlperf_log_accuracy.json").resolve()),
+               "-t", str((audit_dir / "mlperf_log_accuracy.json").resolve()), "--tolerance", str(tolerance)]
+        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout)
+    res = {"returncode": r.returncode, "output": (r.stdout + r.stderr)[-6000:], "script": str(script)}
+    if "TEST08 verification complete" in r.stdout:
+        res["accuracy"] = {"passed": "TEST PASS" in r.stdout.splitlines(), "text": r.stdout}
+    return res
+
+
 def disagreements(test: str, ours: dict[str, bool], official: dict) -> list[str]:
     """Lines naming each verdict where the official script and ours differ (or it produced none)."""
     out = []

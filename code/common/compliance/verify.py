@@ -1,4 +1,4 @@
-"""Our own verification of TEST01 and TEST04, written in the official scripts' output format.
+"""Our own verification of TEST01, TEST04 (and TEST06-TEST09 below), written in the official scripts' output format.
 
 The texts we produce are what the official ``compliance/TEST0x`` scripts print (the submission
 checker looks for the ``TEST PASS`` line), but the checks are ours and, where noted, stricter:
@@ -305,3 +305,79 @@ def test09(accuracy_log: Path, low: float, high: float, expected: int) -> Verdic
             + f"\n{'TEST PASS' if passed else 'TEST FAIL'}\n")
     return Verdict(passed, text, {"samples": len(lens), "mean_output_tokens": mean, "min": low, "max": high,
                                   "reasons": reasons})
+
+
+# --- TEST08 (dlrm-v3): accuracy in performance mode, answers matched on (ts_idx, query_idx) ----------------
+
+def _test08_ne(pred, labels, weights) -> float:
+    """Normalized entropy of one answer as compliance/TEST08/run_verification.py computes it (natural log,
+    predictions and labels clipped to [1e-7, 1 - 1e-7], the baseline from the weighted mean label)."""
+    import numpy as np
+
+    eps = 1e-7
+    p = np.clip(np.asarray(pred, np.float64), eps, 1 - eps)
+    y = np.clip(np.asarray(labels, np.float64), eps, 1 - eps)
+    w = np.asarray(weights, np.float64)
+    total = float(w.sum())
+    if total == 0:
+        return 0.0
+    ce = -float(np.sum(w * (y * np.log(p) + (1 - y) * np.log(1 - p))))
+    m = min(max(float(np.sum(w * y)) / total, eps), 1 - eps)
+    base = -m * np.log(m) - (1 - m) * np.log(1 - m)
+    return 0.0 if base == 0 else ce / (base * total)
+
+
+def test08(reference_log: Path, audit_log: Path, tolerance: float) -> Verdict:
+    """compliance/TEST08: every answer the performance-mode audit logged ([ts_idx, query_idx, predictions]) has the
+    accuracy run's answer for the same (ts_idx, query_idx) ([ts_idx, query_idx, predictions, labels, weights, n]),
+    and its NE over that answer's labels and weights is within ``tolerance`` (relative) of the accuracy run's.
+    Stricter than the official script: an answer whose prediction count differs from the accuracy run's fails
+    (the official one would stop on it), and an audit that logged nothing fails with that reason."""
+    import numpy as np
+
+    ref = read_accuracy_entries(reference_log)
+    test = read_accuracy_entries(audit_log)
+    acc: dict[tuple[int, int], tuple] = {}
+    reasons: list[str] = []
+    for e in ref:
+        d = np.frombuffer(bytes.fromhex(e["data"]), np.float32)
+        n = int(d[-1]) if d.size else -1
+        if d.size < 3 or d.size != 3 + 3 * n:
+            reasons.append(f"accuracy-run answer of qsl_idx {e['qsl_idx']}: {d.size} floats, not 3 + 3 x n")
+            continue
+        pred, lab, w = d[2:2 + n], d[2 + n:2 + 2 * n], d[2 + 2 * n:2 + 3 * n]
+        acc[(int(d[0]), int(d[1]))] = (_test08_ne(pred, lab, w), lab, w)
+    matched = unmatched = mismatch = 0
+    lines = []
+    for e in test:
+        d = np.frombuffer(bytes.fromhex(e["data"]), np.float32)
+        key = (int(d[0]), int(d[1])) if d.size >= 2 else (-1, -1)
+        if key not in acc:
+            unmatched += 1
+            continue
+        matched += 1
+        a_ne, lab, w = acc[key]
+        pred = d[2:]
+        if pred.size != lab.size:
+            mismatch += 1
+            lines.append(f"  NE mismatch at {key}: {pred.size} predictions, the accuracy run has {lab.size}")
+            continue
+        p_ne = _test08_ne(pred, lab, w)
+        if a_ne == 0 and p_ne == 0:
+            continue
+        if a_ne == 0 or p_ne == 0 or abs(p_ne - a_ne) / abs(a_ne) > tolerance:
+            mismatch += 1
+            diff = abs(p_ne - a_ne) / abs(a_ne) * 100 if a_ne else float("inf")
+            lines.append(f"  NE mismatch at {key}: acc_ne={a_ne:.6f}, perf_ne={p_ne:.6f}, diff={diff:.4f}%")
+    if not test:
+        reasons.append("the audit logged no answers")
+    passed = mismatch == 0 and matched > 0 and unmatched == 0 and not reasons
+    text = ("Verifying accuracy. This might take a while...\nReading accuracy mode results...\n"
+            "Reading performance mode results...\n" + "".join(f"{ln}\n" for ln in lines)
+            + f"\nnum_acc_log_entries = {len(ref)}\nnum_perf_log_entries = {len(test)}\nnum_matched = {matched}\n"
+            f"num_unmatched = {unmatched}\nnum_ne_mismatch = {mismatch}\ntolerance = {tolerance * 100:.2f}%\n"
+            + "".join(f"# {r}\n" for r in reasons)
+            + f"\n{'TEST PASS' if passed else 'TEST FAIL'}\nTEST08 verification complete\n")
+    return Verdict(passed, text, {"num_acc_log_entries": len(ref), "num_perf_log_entries": len(test),
+                                  "num_matched": matched, "num_unmatched": unmatched, "num_ne_mismatch": mismatch,
+                                  "tolerance": tolerance, "reasons": reasons})

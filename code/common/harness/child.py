@@ -64,6 +64,7 @@ def run(req: dict, stage: Path, result: dict) -> None:
     bench = implementation(spec)(settings)
     bench.test_mode = control.test_mode
     bench.audit_test = control.audit_test
+    bench.control = control
     engines = req.get("engines") or {}
     result["engines"] = engines
 

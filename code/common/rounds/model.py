@@ -18,8 +18,12 @@ from code.common.errors import HarnessError
 
 DEFAULT_ACCURACY_TARGET = "99"
 AUDIT_TESTS = ("TEST01", "TEST04", "TEST06", "TEST07", "TEST08", "TEST09")   # every compliance test a round can require
-# TEST07 / TEST09 audit.config: a fixed accuracy_log_rng_seed of their own (not the round's TEST01 seed)
+# TEST07 / TEST08 / TEST09 audit.config: a fixed accuracy_log_rng_seed of their own (not the round's TEST01 seed)
 TEST07_09_ACCURACY_LOG_RNG_SEED = 720381539243781796
+# compliance/TEST08/dlrm-v3/audit.config: the answers LoadGen logs from the performance run (about this many)
+TEST08_ACCURACY_LOG_SAMPLING_TARGET = 4096
+# compliance/TEST08/run_verification.py: the relative NE difference allowed per matched answer (its --tolerance)
+TEST08_NE_TOLERANCE = 0.001
 
 
 def seeds(qsl: int, sample_index: int, schedule: int) -> dict[str, int]:

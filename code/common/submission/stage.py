@@ -76,16 +76,18 @@ def _stage_compliance(test: str, audit_dir: Path, dst: Path, perf: Run, acc: Run
     vj = audit_dir / "verification.json"
     rec = read_json(vj, f"rerun the audit: make run_audit_{test.lower()}") if vj.is_file() else {}
     ref = rec.get("reference") or {}
-    # TEST06/07/09 check the audit run's own log: they never depend on the staged reference runs
-    same = test in SELF_CONTAINED or ((ref.get("performance") == str(perf.dir))
-                                and (test != "TEST01" or ref.get("accuracy") == str(acc.dir if acc else None)))
+    # TEST06/07/09 check the audit run's own log: they never depend on the staged reference runs; TEST08 depends on
+    # the accuracy run alone
+    same_acc = ref.get("accuracy") == str(acc.dir if acc else None)
+    same = test in SELF_CONTAINED or (same_acc if test == "TEST08" else (
+        (ref.get("performance") == str(perf.dir)) and (test != "TEST01" or same_acc)))
     work = dst / ".audit"
     link_tree(audit_dir, work)
     if not same:
         for f in ("verify_accuracy.txt", "verify_performance.txt", "verification.json"):
             if (work / f).exists():
                 (work / f).unlink()                 # hard links: never write through them
-        if test == "TEST01" and acc is None:
+        if test in ("TEST01", "TEST08") and acc is None:
             notes.append(f"{label} {test}: no accuracy run to verify against")
         else:
             cfg = rec.get("audit_config")
@@ -107,6 +109,10 @@ def _stage_compliance(test: str, audit_dir: Path, dst: Path, perf: Run, acc: Run
     for f in ("verify_accuracy.txt", "verify_performance.txt", "verify_output_len.txt", "verification.json"):
         if (work / f).is_file():
             link_or_copy(work / f, dst / f)
+    if test == "TEST08" and (work / "mlperf_log_accuracy.json").is_file():
+        # the performance run's sampled answers, as the official README has them beside verify_accuracy.txt
+        link_or_copy(work / "mlperf_log_accuracy.json", dst / "accuracy" / "mlperf_log_accuracy.json")
+        write_text(dst / "accuracy" / "accuracy.txt", "")
     if test in ("TEST07", "TEST09") and (work / "mlperf_log_accuracy.json").is_file():
         # run_verification.py's layout: the whole log under accuracy/ (truncate_results records its hash in
         # accuracy.txt, which holds TEST07's score as the accuracy script printed it)

@@ -64,9 +64,9 @@ def _check_test06(f: Findings, t: Path) -> None:
 
 
 def _check_test07_09(f: Findings, t: Path, test: str) -> None:
-    """TEST07 / TEST09 as the checker judges them: verify_accuracy.txt / verify_output_len.txt holds ``TEST PASS``;
-    the whole log that run_verification.py copies is there."""
-    v = t / ("verify_accuracy.txt" if test == "TEST07" else "verify_output_len.txt")
+    """TEST07 / TEST08 / TEST09 as the checker judges them: verify_accuracy.txt / verify_output_len.txt holds
+    ``TEST PASS``; the audit's log is there."""
+    v = t / ("verify_output_len.txt" if test == "TEST09" else "verify_accuracy.txt")
     if require(f, v) and "TEST PASS" not in v.read_text():
         why = [ln[2:] for ln in v.read_text().splitlines() if ln.startswith("# ")]
         f.error(v, f"{test} did not pass{': ' + why[0] if why else ''}: rerun make run_audit_{test.lower()}")
@@ -82,7 +82,7 @@ def check_test(f: Findings, t: Path, test: str, rnd: rounds.Round, rb: rounds.Ro
     if test == "TEST06":           # the checker reads verify_accuracy.txt only (no performance check)
         _check_test06(f, t)
         return
-    if test in ("TEST07", "TEST09"):   # likewise verify_accuracy.txt / verify_output_len.txt
+    if test in ("TEST07", "TEST08", "TEST09"):   # likewise verify_accuracy.txt / verify_output_len.txt
         _check_test07_09(f, t, test)
         return
     vp = t / "verify_performance.txt"
