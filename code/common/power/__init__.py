@@ -8,5 +8,8 @@
 - ``ptd``: the client side of the MLCommons power-dev protocol (mlcommons/power-dev, ptd_client_server, protocol
   v3), a ranging and a testing run with the logs laid out as the submission checker reads them; ``standin``: a
   local server speaking that protocol that replays a recorded trace (tests; never a measurement).
-- ``nameplate``: ``systems/<system>_power.yaml`` (v6.1's nameplate power), its stub and its checks.
+- ``result``: a power run in the run records (metadata.json ``power_run``), staging and export; ``attach`` ties
+  a result of power-dev's own client to its harness runs.
+- ``nameplate``: ``systems/<system>_power.yaml`` (v6.1's nameplate power), its stub and its checks;
+  ``preflight``: what make check_submission says of a power result.
 """

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
-import socket
 import socketserver
 import threading
 import time
@@ -92,7 +91,8 @@ class StandIn:
         self.server.server_close()
 
     # --- PTDaemon, replayed ----------------------------------------------------------------------------------
-    def _ptd(self, s: _Session, cmd: str, reply: str) -> None:
+    def _ptd(self, cmd: str, reply: str) -> None:
+        """One PTDaemon command and its reply, as server.json's ptd_messages records them."""
         self.ptd_messages.append({"cmd": cmd, "reply": reply})
 
     def _samples(self, s: _Session, mark: str, until: float) -> list[str]:
@@ -113,12 +113,12 @@ class StandIn:
             for cmd, reply in (("Hello", "Hello, PTDaemon here!"), ("Identify", IDENTIFY), ("RR", INITIAL_RANGES),
                                ("SR,V,Auto", "Range V changed"), ("SR,A,Auto", "Range A changed"),
                                ("SR,A,Auto", "Range A changed"), (f"Go,1000,0,{s.id}_ranging", GO_REPLY)):
-                self._ptd(s, cmd, reply)
+                self._ptd(cmd, reply)
         elif mode == "testing" and s.state == "ranging_done":
             self.summary.phase("testing", 0)
-            self._ptd(s, f"SR,V,{s.ranges[0]}", "Range V changed")
-            self._ptd(s, f"SR,A,{s.ranges[1]}", "Range A changed")
-            self._ptd(s, f"Go,1000,0,{s.id}_testing", GO_REPLY)
+            self._ptd(f"SR,V,{s.ranges[0]}", "Range V changed")
+            self._ptd(f"SR,A,{s.ranges[1]}", "Range A changed")
+            self._ptd(f"Go,1000,0,{s.id}_testing", GO_REPLY)
         else:
             return "Error"
         s.go = time.time()
@@ -137,12 +137,12 @@ class StandIn:
         lines = self._samples(s, f"{s.id}_{mode}", now)
         w = sum(float(x.split(",")[3]) for x in lines) / len(lines) if lines else 0.0
         if mode == "testing":
-            self._ptd(s, "Watts", f"Watts,{w:.6f}")
-            self._ptd(s, "Uncertainty", "Uncertainty,0.001")
-        self._ptd(s, "Stop", STOP_REPLY)
-        self._ptd(s, "RL", f"Last {len(lines)} samples")
-        self._ptd(s, "Uncertainty", "Uncertainty,0.001")
-        self._ptd(s, "Watts", f"Watts,{w:.6f}")
+            self._ptd("Watts", f"Watts,{w:.6f}")
+            self._ptd("Uncertainty", "Uncertainty,0.001")
+        self._ptd("Stop", STOP_REPLY)
+        self._ptd("RL", f"Last {len(lines)} samples")
+        self._ptd("Uncertainty", "Uncertainty,0.001")
+        self._ptd("Watts", f"Watts,{w:.6f}")
         (folder / "spl.txt").write_text("".join(x + "\n" for x in lines))
         s.ptd_log.append(f"{stamp(now)}: Completed test")
         if mode == "ranging":
@@ -157,8 +157,8 @@ class StandIn:
         return "OK"
 
     def _done(self, s: _Session) -> None:
-        self._ptd(s, "SR,V,300", "Range V changed")          # back to the initial ranges (RR)
-        self._ptd(s, "SR,A,20", "Range A changed")
+        self._ptd("SR,V,300", "Range V changed")          # back to the initial ranges (RR)
+        self._ptd("SR,A,20", "Range A changed")
         (s.dir / "power" / "ptd_logs.txt").write_text("Analyzer 1\n" + "".join(x + "\n" for x in s.ptd_log))
         (s.dir / "power" / "server.log").write_text("\n".join(self.server_log) + "\n")
         self.summary.results = ptd.hash_dir(s.dir)
