@@ -273,3 +273,24 @@ def test_wan_vbench_dimensions_match_formulas(scored):
     for dim, want in checks.items():
         print(f"[fidelity] wan {dim}: ours {res[dim][0]:.6f}, independent formula {want:.6f}")
         assert f"{res[dim][0]:.4g}" == f"{want:.4g}", dim
+
+
+# --- the real data path: pinned files, bad input -------------------------------------------------------------
+
+def test_wan_download_prompts_checked(tmp_path, monkeypatch):
+    """vbench_prompts.txt from the shared checkout passes its sha256 pin; a changed copy in --data_dir is refused
+    with a one-line cause and its fix (no download attempted)."""
+    from code.common.errors import MissingDataError
+    from code.common.fileio import sha256_file
+    from code.wan import download
+
+    root = official_root()
+    got = download.fetch_prompts(tmp_path / "raw", None, root, log=lambda *_: None)
+    assert sha256_file(got) == download.PROMPTS_SHA256
+    bad = tmp_path / "mine"
+    bad.mkdir()
+    (bad / "vbench_prompts.txt").write_text(got.read_text().replace("a person", "a parson", 1))
+    with pytest.raises(MissingDataError) as e:
+        download.fetch_prompts(tmp_path / "raw2", str(bad), root, log=lambda *_: None)
+    assert "sha256 mismatch" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "raw2" / "vbench_prompts.txt").exists()
