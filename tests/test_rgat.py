@@ -275,6 +275,17 @@ def test_rgat_sampler_draws():
         assert np.unique(s).size == 10
         hits[s] += 1
     assert hits.min() > 15 and hits.max() < 70       # expected 40 each
+    # the vectorized draw (both regimes: d <= 4k by random keys, d > 4k by redrawing repeats): distinct, in range,
+    # uniform over the values
+    from code.rgat.dataset import distinct_offsets
+
+    for d in (11, 40, 300):
+        x = distinct_offsets(np.full(4000, d), 10, np.random.default_rng(d))
+        srt = np.sort(x, 1)
+        assert (srt[:, 1:] != srt[:, :-1]).all() and x.min() >= 0 and x.max() < d
+        mean = 4000 * 10 / d
+        c = np.bincount(x.reshape(-1), minlength=d)
+        assert np.abs(c - mean).max() < 5 * mean ** 0.5, (d, c.min(), c.max(), mean)      # 5 sigma
 
 
 def test_rgat_missing_index_is_one_line(tmp_path):

@@ -200,9 +200,38 @@ def sample_in_edges(indptr: np.ndarray, indices: np.ndarray, dst: np.ndarray, fa
     if full.any():
         fo = np.repeat(f_off[full], take[full])
         pos[fo + _ramp(take[full])] = np.repeat(start[full], take[full]) + _ramp(take[full])
-    for i in np.flatnonzero(~full):        # hubs: a draw without replacement each
-        pos[f_off[i]:f_off[i] + fanout] = start[i] + rng.choice(int(deg[i]), fanout, replace=False)
+    hubs = np.flatnonzero(~full)           # more in-edges than the fan-out: a draw without replacement each
+    if hubs.size:
+        pick = distinct_offsets(deg[hubs], fanout, rng)
+        pos[(f_off[hubs][:, None] + np.arange(fanout)).reshape(-1)] = (start[hubs][:, None] + pick).reshape(-1)
     return np.asarray(indices[pos], np.int64), dst[owner]
+
+
+def distinct_offsets(deg: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """(len(deg), k): k distinct offsets in [0, d) for each d > k, every k-subset equally likely (vectorized over
+    the rows; the rule treats all values alike, so the subsets are uniform). Up to 4k: the k smallest of d random
+    keys; above: k independent draws, the repeats drawn again until none is left (rare when d > 4k)."""
+    out = np.empty((deg.size, k), np.int64)
+    small = deg <= 4 * k
+    if small.any():
+        d = deg[small]
+        keys = rng.random((d.size, int(d.max())))
+        keys[np.arange(keys.shape[1])[None, :] >= d[:, None]] = np.inf
+        out[small] = np.argpartition(keys, k - 1, axis=1)[:, :k]
+    if (~small).any():
+        d = deg[~small][:, None]
+        x = (rng.random((d.shape[0], k)) * d).astype(np.int64)
+        while True:
+            order = np.argsort(x, axis=1, kind="stable")
+            srt = np.take_along_axis(x, order, 1)
+            dup = np.zeros_like(x, dtype=bool)
+            np.put_along_axis(dup, order[:, 1:], srt[:, 1:] == srt[:, :-1], 1)
+            if not dup.any():
+                break
+            rows = np.nonzero(dup)[0]
+            x[dup] = (rng.random(rows.size) * d[rows, 0]).astype(np.int64)
+        out[~small] = x
+    return out
 
 
 def _ramp(lengths: np.ndarray) -> np.ndarray:
