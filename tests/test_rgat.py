@@ -298,3 +298,18 @@ def test_rgat_missing_index_is_one_line(tmp_path):
     with pytest.raises(MissingDataError) as e:
         D.check_memory(10 ** 6, "running on IGBH full", "run on a machine with ~600 GB of RAM")
     assert "RAM" in e.value.cause and "\n" not in e.value.cause
+    with pytest.raises(MissingDataError) as e:
+        D.check_room(tmp_path, 10 ** 9, "IGBH full (2.2 TB) and its index", "pass --data_dir=<folder with room>")
+    assert "GB free" in e.value.cause and "--data_dir" in e.value.fix
+    # a downloaded IGBH full file is checked for the shape the reference reads (the reference gives no checksums)
+    from code.rgat.harness import check_full_file
+
+    p = tmp_path / "edge_index.npy"
+    np.save(p, np.zeros((5, 2), np.int64))
+    check_full_file(p, "paper__cites__paper/edge_index.npy")
+    np.save(p, np.zeros(5, np.int64))
+    with pytest.raises(MissingDataError, match="not the IGBH full"):
+        check_full_file(p, "paper__cites__paper/edge_index.npy")
+    p.write_bytes(b"\0" * 4096)                                      # a truncated raw feature file
+    with pytest.raises(MissingDataError, match="not the IGBH full"):
+        check_full_file(p, "paper/node_feat.npy")
