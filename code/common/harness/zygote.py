@@ -21,7 +21,8 @@ the child then runs the same module a fresh ``python -m code.common.harness.chil
 - What a fork does not carry over is set in the child: the client's niceness, fresh seeds for ``random`` and
   numpy's global generator, the client's environment and working folder; torch's generator starts from its
   fixed default in both cases.
-- Used by the test suite (tests/conftest.py starts one per worker); a user's ``make run_harness`` never sets it.
+- Used by the test suite (tests/conftest.py starts one per worker, and forks its ``python -m code.main`` calls from it
+  too, ``keep_zygote``); a user's ``make run_harness`` never sets it.
 """
 from __future__ import annotations
 
@@ -108,9 +109,14 @@ class Child:
         self.send_signal(signal.SIGKILL)
 
 
-def start(module: str, args: list[str], cwd: str | Path, env: dict) -> Child | None:
+def start(module: str, args: list[str], cwd: str | Path, env: dict, fds: tuple[int, int, int] = (0, 1, 2),
+          nice: int = 0, keep_zygote: bool = False) -> Child | None:
     """``python -m module args`` forked by the zygote ``env["MLPERF_ZYGOTE"]`` names, or None when there is no
-    usable one (the caller then starts a fresh interpreter)."""
+    usable one (the caller then starts a fresh interpreter). ``fds``: the child's stdin, stdout and stderr (by
+    default this process's, as a Popen without redirection); ``nice``: added to this process's niceness, as
+    ``os.nice`` in a Popen's preexec_fn; ``keep_zygote``: the child may fork its own children from the zygote too
+    (a test's ``python -m code.main``, whose harness child is the zygote's next fork), where by default they start
+    as a fresh process would."""
     path = env.get("MLPERF_ZYGOTE")
     if not path or not os.path.exists(path):
         return None
@@ -119,9 +125,9 @@ def start(module: str, args: list[str], cwd: str | Path, env: dict) -> Child | N
         conn.settimeout(10)
         conn.connect(path)
         req = json.dumps({"module": module, "args": list(args), "cwd": str(cwd), "env": dict(env),
-                          "repo": str(REPO), "python": sys.executable,
-                          "nice": os.getpriority(os.PRIO_PROCESS, 0)}).encode()
-        fds = [0, 1, 2]                   # what a Popen without redirection hands its child
+                          "repo": str(REPO), "python": sys.executable, "keep_zygote": keep_zygote,
+                          "nice": os.getpriority(os.PRIO_PROCESS, 0) + nice}).encode()
+        fds = list(fds)
         sys.stdout.flush(), sys.stderr.flush()
         conn.sendmsg([len(req).to_bytes(8, "big"), req], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
         buf = b""
@@ -177,7 +183,8 @@ def _run_child(req: dict, fds: list[int]) -> None:
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
-        os.environ.pop("MLPERF_ZYGOTE", None)           # its own children start as a fresh process would
+        if not req.get("keep_zygote"):
+            os.environ.pop("MLPERF_ZYGOTE", None)       # its own children start as a fresh process would
         import random
 
         random.seed()                                   # a fresh interpreter's generators are seeded anew
