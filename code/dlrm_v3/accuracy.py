@@ -7,7 +7,8 @@ answer of a repeated qsl_idx counts. Definitions (torchrec.metrics, lifetime):
              pos = sum(w * label), neg = sum(w * (1 - label)) (the ratio's base cancels)
   accuracy = sum(w * ((pred >= 0.5) == label)) / sum(w)
   GAUC     = mean over requests of the request's AUC (rank form, candidates sorted by prediction, descending),
-             a request counting only when its labels are mixed and its predictions not all equal
+             a request counting only when its labels are mixed and its predictions not all equal; tied
+             predictions are ranked in log order here, in torch.argsort's order by torchrec (no half credit)
 accuracy.txt carries the lines the checker reads (``metric/lifetime_ne/rating: <value>`` ...) and the verdict.
 """
 from __future__ import annotations

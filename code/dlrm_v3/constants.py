@@ -35,10 +35,12 @@ METRIC_LINES = {"DLRM_NE": "metric/lifetime_ne/rating", "DLRM_ACC": "metric/life
                 "DLRM_AUC": "metric/lifetime_gauc/rating"}
 
 TINY_SEED = 20261206
+# the tiny HSTU: small dimensions and tables; what the reference fixes in code (the 512-wide item and prediction
+# MLPs, 8-dim action embeddings, 8192 position and 2048 time buckets) as the reference has it
 TINY = dict(num_heads=2, attn_linear_dim=8, attn_qk_dim=8, num_layers=2, table_dim=16, preprocessor_hidden_dim=16,
-            transducer_dim=16, mlp_hidden=16, action_weights=(1, 2, 4, 8, 16), action_embedding_dim=4,
+            transducer_dim=16, mlp_hidden=512, action_weights=(1, 2, 4, 8, 16), action_embedding_dim=8,
             num_items=4096, num_categories=16, num_users=64, max_seq_len=256, max_num_candidates_inference=32,
-            contextual_min_uih_len=20, num_position_buckets=256, num_time_buckets=64)
+            contextual_min_uih_len=20, num_position_buckets=8192, num_time_buckets=2048)
 # the tiny streaming set: 64 users over 8 timestamps, the last 3 the inference ones (3 x ~32 requests)
 TINY_DATA = dict(prefix="sampled_data/", train_ts=5, total_ts=8, num_files=1, num_users=64, num_items=4096,
                  num_categories=16)

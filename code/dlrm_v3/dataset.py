@@ -206,7 +206,7 @@ def tiny_users(seed: int = K.TINY_SEED) -> tuple[list[list[str]], list[list[int]
         fields = []
         for _s in range(slots):
             nc, nh = int(rng.integers(6, 17)), int(rng.integers(2, 9))
-            cands = rng.integers(0, L["num_items"], nc)
+            cands = rng.choice(L["num_items"], nc, replace=False)       # distinct: no tied predictions in a request
             hist = rng.integers(0, L["num_items"], nh)
             fields += [",".join(map(str, cands)), ",".join(map(str, rng.integers(1, 6, nc))),
                        ",".join(map(str, hist)), ",".join(map(str, rng.integers(1, 6, nh)))]

@@ -16,7 +16,7 @@ and time embeddings (x * sqrt(D) + position + time bucket), the STU layers (caus
 sees the history and itself), then the candidates' outputs through the timestamp layer-norm postprocessor; the
 click probability is sigmoid(MLP(user * item)). The reference's data sets every timestamp to 1, so the time
 bucket is 0 and the postprocessor's time features are constant; the attention is divided by the batch's longest
-sequence, as the reference's pytorch kernel divides by max_seq_len.
+sequence, as the reference's kernels divide by max_seq_len (1 + the batch's longest history + its most candidates).
 """
 from __future__ import annotations
 
@@ -84,12 +84,15 @@ def tiny_config() -> HSTUConfig:
 
 
 class SwishLayerNorm(nn.Module):
+    """x * sigmoid(layer_norm(x)) (ops/layer_norm.py SwishLayerNorm: its own weight and bias, eps 1e-5)."""
+
     def __init__(self, d: int):
         super().__init__()
-        self._norm = nn.LayerNorm(d)
+        self.weight = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d))
 
     def forward(self, x):
-        return x * torch.sigmoid(self._norm(x))
+        return x * torch.sigmoid(F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, eps=1e-5))
 
 
 def _mlp(i: int, h: int, o: int, out_norm: bool = True) -> nn.Sequential:
@@ -110,7 +113,7 @@ class ActionEncoder(nn.Module):
     def __init__(self, cfg: HSTUConfig):
         super().__init__()
         n, d = len(cfg.action_weights), cfg.action_embedding_dim
-        self.register_buffer("_combined_action_weights", torch.tensor(cfg.action_weights), persistent=False)
+        self.register_buffer("_combined_action_weights", torch.tensor(cfg.action_weights))
         self._action_embedding_table = nn.Parameter(torch.zeros(n, d))
         self._target_action_embedding_table = nn.Parameter(torch.zeros(1, n * d))
 
@@ -180,10 +183,8 @@ class TimestampLayerNormPostprocessor(nn.Module):
     def __init__(self, cfg: HSTUConfig):
         super().__init__()
         D = cfg.transducer_dim
-        self.register_buffer("_period_units", torch.tensor([p for p, _ in TIME_FEATURES], dtype=torch.float32),
-                             persistent=False)
-        self.register_buffer("_units_per_period", torch.tensor([n for _, n in TIME_FEATURES], dtype=torch.float32),
-                             persistent=False)
+        self.register_buffer("_period_units", torch.tensor([[p for p, _ in TIME_FEATURES]], dtype=torch.float32))
+        self.register_buffer("_units_per_period", torch.tensor([[n for _, n in TIME_FEATURES]], dtype=torch.float32))
         self._time_feature_combiner = nn.Linear(D + 2 * len(TIME_FEATURES), D)
         self._layer_norm = nn.LayerNorm(D)
 
@@ -263,7 +264,8 @@ class DlrmHSTU(nn.Module):
         mask = causal.unsqueeze(0) & valid.unsqueeze(1) & valid.unsqueeze(2) & ~is_cand.unsqueeze(1)
         mask = mask | (torch.eye(N, dtype=torch.bool, device=x.device).unsqueeze(0) & valid.unsqueeze(2))
         mask = mask.to(x.dtype)
-        norm_len = float(int((1 + n_hist + n_cand).max()))       # the batch's longest real sequence
+        # the reference's max_seq_len: the contextual feature + the longest history + the most candidates in the batch
+        norm_len = float(1 + int(n_hist.max()) + int(n_cand.max()))
         for layer in self._hstu_transducer._stu_module._stu_layers:
             x = layer(x, mask, norm_len)
         user = self._hstu_transducer._output_postprocessor(x[:, 1 + L:], torch.ones(B, C, device=x.device))
@@ -277,12 +279,13 @@ def init_tiny(model: DlrmHSTU, seed: int = K.TINY_SEED) -> DlrmHSTU:
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "norm" in name and (name.endswith("weight") or "_norm_weight" in name) and p.dim() == 1:
+            table = name.startswith("_embedding_collection.") or name.endswith(("_table", "_embeddings_weight"))
+            if p.dim() == 1 and name.endswith("weight"):                   # layer-norm scales
                 p.fill_(1.0)
-            elif p.dim() >= 2 and "embedding" not in name and "embeddings" not in name:
+            elif p.dim() >= 2 and not table:                                # projections: xavier-normal
                 fan = p.shape[-2] + p.shape[-1]
                 p.copy_(torch.randn(p.shape, generator=g) * math.sqrt(2.0 / fan))
-            else:
+            else:                                                           # tables, biases
                 p.copy_(torch.randn(p.shape, generator=g) * (0.5 if p.dim() >= 2 else 0.05))
     return model
 
