@@ -27,7 +27,7 @@ SUBMISSION_ARGS = --submitter=$(SUBMITTER) $(ROUND_ARG) $(RUN_ARGS) $(ARGS)
 DATA_ARGS := --benchmarks=$(BENCHMARK_LIST) --model_variant=$(MODEL_VARIANT)
 
 .PHONY: prebuild venv build info download_model download_data preprocess_data calibrate generate_engines run_harness run \
-        find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 run_audit_test07 run_audit_test08 run_audit_test09 update_results truncate_results export_submission \
+        find_performance run_audit_harness run_audit_test01 run_audit_test04 run_audit_test06 run_audit_test07 run_audit_test08 run_audit_test09 run_power_harness update_results truncate_results export_submission \
         check_submission submission demo test docs clean bench add_system doctor report run_llm_server stop_llm_server gpu_check
 
 venv: $(STAMP)
@@ -94,6 +94,10 @@ find_performance: venv
 
 run_audit_harness: venv
 	$(MAIN) --action=run_audit_harness $(ROUND_ARG) $(RUN_ARGS)
+
+# a power run: ranging + testing run under the MLCommons power server (POWER_SERVER=host[:port], power-dev's server.py)
+run_power_harness: venv
+	$(MAIN) --action=run_power_harness $(if $(POWER_SERVER),--power_server=$(POWER_SERVER)) $(ROUND_ARG) $(RUN_ARGS)
 
 run_audit_test01: venv
 	$(MAIN) --action=run_audit_harness --audit_test=TEST01 $(ROUND_ARG) $(RUN_ARGS)

@@ -270,8 +270,8 @@ def test_add_system_writes_the_nameplate_stub(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def power_run(tiny_resnet, tmp_path_factory):
-    """The client wraps the harness (two LoadGen runs) against the stand-in; a thread advances a fake RAPL counter
-    at RAPL_W, which the harness child samples."""
+    """`make run_power_harness` against the stand-in: the client wraps the harness (two LoadGen runs, ranging and
+    testing); a thread advances a fake RAPL counter at RAPL_W, which the harness child samples."""
     tmp = tmp_path_factory.mktemp("power")
     cap = powercap_tree(tmp / "powercap")
     stop = threading.Event()
@@ -282,29 +282,37 @@ def power_run(tiny_resnet, tmp_path_factory):
             e = int((time.time() - t0) * RAPL_W * 1e6) % (RAPL_MAX_UJ + 1)
             (cap / "energy_uj.tmp").write_text(f"{e}\n")             # whole, as sysfs shows it
             os.replace(cap / "energy_uj.tmp", cap / "intel-rapl:0" / "energy_uj")
-    env = {**tiny_resnet, "MLPERF_POWERCAP_ROOT": str(cap), "MLPERF_NO_NVML": "1"}
-    logs, out = tmp / "logs", tmp / "power_result" / "performance"
-    logs.mkdir()
-    cmd = " ".join([sys.executable, "-m", "code.main", "--action=run_harness", "--benchmarks=resnet50",
-                    "--model_variant=tiny", "--scenarios=SingleStream", "--min_duration=1200", "--min_query_count=1",
-                    f"--log_dir=$(mktemp -d -p {logs})"])       # the same command twice: a fresh folder each
-    said: list[str] = []
+    env = {**tiny_resnet, "MLPERF_POWERCAP_ROOT": str(cap), "MLPERF_NO_NVML": "1", "MLPERF_BUILD_DIR": str(tmp / "build")}
     th = threading.Thread(target=advance, daemon=True)
     th.start()
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
     try:
         with standin.StandIn(TRACE, tmp / "server") as srv:
             t0 = time.time()
-            result = ptd.run("127.0.0.1", cmd, logs, out, port=srv.port, label="tiny", log=said.append)
+            r = run_main("--action=run_power_harness", f"--power_server=127.0.0.1:{srv.port}", "--benchmarks=resnet50",
+                         "--model_variant=tiny", "--scenarios=SingleStream", "--min_duration=1200",
+                         "--min_query_count=1", env=env)
             wall = time.time() - t0
     finally:
         stop.set()
-        for k, v in old.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    assert r.returncode == 0, r.stdout + r.stderr
+    said = r.stdout.splitlines()
+    [out] = (tmp / "build" / "power_results").glob("*/resnet50/SingleStream/default/performance")
+    [logs] = (tmp / "build" / "logs" / "power").glob("*")
     metas = [json.loads(p.read_text()) for p in sorted(logs.rglob("metadata.json"))]
     print(f"power run (ranging + testing, two harness runs): {wall:.1f} s")
-    return {"out": result, "logs": logs, "metas": metas, "said": said, "env": tiny_resnet, "tmp": tmp, "wall": wall}
+    return {"out": out, "logs": logs, "metas": metas, "said": said, "env": tiny_resnet, "tmp": tmp, "wall": wall}
+
+
+@pytest.mark.parametrize("args,cause", [
+    ((), "error: --action=run_power_harness needs --power_server"),
+    (("--power_server=127.0.0.1:1",), "error: cannot reach the power server at 127.0.0.1:1"),
+    (("--power_server=127.0.0.1:x",), "error: --power_server=127.0.0.1:x: the port must be a number"),
+    (("--power_server=127.0.0.1", "--test_mode=AccuracyOnly"), "error: a power run is a PerformanceOnly run")])
+def test_power_run_bad_input_is_one_line(power_run, tmp_path, args, cause):
+    r = run_main("--action=run_power_harness", "--benchmarks=resnet50", "--model_variant=tiny",
+                 "--scenarios=SingleStream", *args, env={**power_run["env"], "MLPERF_BUILD_DIR": str(tmp_path / "b")})
+    assert r.returncode != 0 and r.stderr.startswith(cause) and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert not list((tmp_path / "b").rglob("metadata.json"))
 
 
 def test_power_logs_laid_out_as_the_checker_reads_them(power_run):

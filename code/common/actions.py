@@ -278,6 +278,49 @@ def action_run(cli, settings) -> int:
     return action_run_harness(cli, settings)
 
 
+def action_run_power_harness(cli, settings) -> int:
+    """A power run (MaxQ, or MaxP with power): each benchmark and scenario's PerformanceOnly run made as
+    mlcommons/power-dev's client makes it, a ranging run then the testing run, each under the power server
+    (``--power_server``); the server's logs and both runs' LoadGen logs form a result folder
+    (build/power_results/<timestamp>/<benchmark>/<scenario>/performance, code.common.power.ptd), and the testing
+    run's record points to it, so update_results stages it with its power logs."""
+    import tempfile
+
+    from code.common import paths
+    from code.common.harness import runner
+    from code.common.power import ptd
+
+    server = cli.get("power_server")
+    if not server:
+        raise HarnessError("--action=run_power_harness needs --power_server",
+                           "add --power_server=HOST[:PORT] (the host running power-dev's server.py next to PTDaemon)")
+    if cli.get("test_mode", "PerformanceOnly") != "PerformanceOnly":
+        raise HarnessError(f"a power run is a PerformanceOnly run, not --test_mode={cli['test_mode']}",
+                           "make the accuracy run with make run_harness, and the power run without --test_mode")
+    host, _, port = server.rpartition(":") if ":" in server else (server, "", "")
+    try:
+        port_n = int(port) if port else ptd.DEFAULT_PORT
+    except ValueError:
+        raise HarnessError(f"--power_server={server}: the port must be a number",
+                           f"--power_server={host}:{ptd.DEFAULT_PORT}") from None
+    stamp = runner.timestamp()
+    for s in settings:
+        logs = paths.logs_dir() / "power" / stamp / f"{s.benchmark}_{s.scenario}_{s.config_ver}"
+        out = paths.build_dir() / "power_results" / stamp / s.benchmark / s.scenario / s.config_ver / "performance"
+        logs.mkdir(parents=True, exist_ok=True)
+        run_cli = {k: v for k, v in cli.items() if k != "power_server"}
+
+        def workload(s=s, logs=logs, run_cli=run_cli) -> None:      # a fresh log folder for each of the two runs
+            rc = action_run_harness({**run_cli, "action": "run_harness", "log_dir": tempfile.mkdtemp(dir=logs)}, [s])
+            if rc:
+                raise HarnessError(f"the {s.benchmark} {s.scenario} run under the power server ended with exit {rc}",
+                                   "see its output above; fix the run with make run_harness first")
+
+        ptd.run(host, workload, logs, out, port=port_n, label=f"{s.benchmark}-{s.scenario}".replace(".", "_"))
+        print(f"[power] {s.benchmark} {s.scenario}: power result in {out}")
+    return 0
+
+
 def action_run_audit_harness(cli, settings) -> int:
     from code.common.compliance.audit import run_audits
 

@@ -19,7 +19,7 @@ from code.common.rounds import AUDIT_TESTS, VERSIONS as ROUND_VERSIONS
 ACTIONS = ("build", "info", "download_model", "download_data", "preprocess_data", "calibrate", "generate_engines",
            "run_harness", "run", "run_audit_harness", "find_performance", "docs", "add_system", "doctor", "report",
            "update_results", "truncate_results", "export_submission", "check_submission", "run_llm_server",
-           "stop_llm_server", "submission")
+           "stop_llm_server", "submission", "run_power_harness")
 # FindPeakPerformance is NVIDIA's spelling of find_performance (run_harness hands it over)
 TEST_MODES = ("PerformanceOnly", "AccuracyOnly", "SubmissionRun", "FindPeakPerformance")
 CONFIG_VERS = ("default", "high_accuracy", "maxq", "triton")
@@ -157,7 +157,8 @@ class Field:
         return v
 
 
-RUN = ("run_harness", "run", "run_audit_harness")   # "run": NVIDIA's `make run` (engines, then the harness)
+# "run": NVIDIA's `make run` (engines, then the harness); "run_power_harness": run_harness under the power server
+RUN = ("run_harness", "run", "run_audit_harness", "run_power_harness")
 TUNE = ("find_performance",)
 ENGINE_AND_RUN = ("generate_engines",) + RUN + TUNE
 DATA = ("download_model", "download_data", "preprocess_data")
@@ -182,6 +183,10 @@ CORE_FIELDS: tuple[Field, ...] = (
           actions=RUN, control=True),
     Field("audit_test", parse_str, None, "Compliance test to run (with --action=run_audit_harness).",
           choices=AUDIT_TESTS, config=False, actions=("run_audit_harness",), control=True),
+    Field("power_server", parse_str, None, "run_power_harness: the MLCommons power server (mlcommons/power-dev "
+          "server.py, talking to PTDaemon) as host or host:port (port 4950 by default); each run is made twice "
+          "under it, a ranging run and the testing run, and its power logs land beside the runs for staging.",
+          config=False, actions=("run_power_harness",), control=True),
     Field("verbose", parse_bool, False, "More logging.", flag_value=True, config=False, control=True),
     Field("log_dir", parse_str, None, "Directory for this invocation's logs (default build/logs/<timestamp>).",
           config=False, actions=RUN + TUNE, control=True),

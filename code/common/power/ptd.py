@@ -285,27 +285,3 @@ def run(addr: str, workload: str | Callable[[], None], loadgen_logs: str | Path,
     finally:
         c.close()
     return output
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(description="Client of the MLCommons power protocol (ranging + testing run).")
-    p.add_argument("--addr", required=True)
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--workload", required=True, help="shell command writing LoadGen logs under --loadgen_logs")
-    p.add_argument("--loadgen_logs", required=True)
-    p.add_argument("--output", required=True, help="the result folder (a results/.../<scenario>/performance)")
-    p.add_argument("--label", default="")
-    a = p.parse_args(argv)
-    try:
-        out = run(a.addr, a.workload, a.loadgen_logs, a.output, port=a.port, label=a.label)
-    except HarnessError as e:
-        print(e.render())
-        return e.exit_code
-    print(f"[power] power logs in {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
