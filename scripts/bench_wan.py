@@ -77,7 +77,7 @@ def main() -> int:
     ap.add_argument("--real", action="store_true", help="Wan2.2-T2V-A14B and the prompts in $MLPERF_SCRATCH_PATH")
     ap.add_argument("--root", default=str(REPO / "build" / "bench_wan"))
     a = ap.parse_args()
-    root = Path(a.root)
+    root = Path(a.root).resolve()         # the runner's children work in other folders
     if not a.real:
         prepare_tiny(root, "wan")
 
