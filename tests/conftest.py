@@ -149,6 +149,7 @@ HEAVY = ("test_llm_harness",                     # 156 s
          "test_llm_moe_llama31_harness",         # 61
          "test_yolo",                            # 59
          "test_rgat",                            # new (2026-12-06): 120 s alone here at load ~7 (43 CPU-s)
+         "test_wan",                             # new (2026-12-06): 150 s alone here at load ~7 (55-65 CPU-s)
          "test_whisper",                         # 55 (the heaviest in CPU: ~250 CPU-s)
          "test_submission_endpoints",            # 52 (a server, two endpoints-client runs)
          "test_llm_http",                        # 51 (two servers started)
