@@ -208,6 +208,7 @@ def harness_zygote():
     path = os.path.join(d, "socket")
     proc = zygote.launch(path, log=os.path.join(d, "log"))
     os.environ["MLPERF_ZYGOTE"] = path
+    _ZYGOTE_PID.append(proc.pid)
     try:
         yield path
     finally:
@@ -217,6 +218,8 @@ def harness_zygote():
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
+        _ZYGOTE_PID.clear()
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -238,12 +241,23 @@ def official_root(*parts: str) -> Path:
     return p
 
 
+_ZYGOTE_PID: list[int] = []            # this worker's zygote (harness_zygote), while it runs
+
+
 def _cpu_seconds() -> float:
-    """User + system CPU of this process and of the children it has waited for (the runs it started)."""
+    """User + system CPU of this process and of the children it has waited for (the runs it started), and of its
+    zygote with the children that zygote has reaped (the runs it forked for this process, _forked_main)."""
     import resource
 
-    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
-                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+    own = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+    for pid in _ZYGOTE_PID:                 # utime stime cutime cstime: fields 14-17 of /proc/<pid>/stat
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            own += sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass                            # reaped: its CPU is in RUSAGE_CHILDREN now
+    return own
 
 
 _CPU_MARK = [_cpu_seconds()]           # this process's CPU when the last test phase ended
@@ -293,7 +307,7 @@ def pytest_terminal_summary(terminalreporter):
     if CPU_BY_FILE:          # where `make test`'s CPU goes (the suite is CPU-bound on two cores)
         top = sorted(CPU_BY_FILE.items(), key=lambda kv: -kv[1])
         terminalreporter.write_sep("-", f"CPU by test file: {sum(CPU_BY_FILE.values()) / 60:.1f} min in all "
-                                        "(user + sys of the workers and the runs they waited for)")
+                                        "(user + sys of the workers, the runs they waited for and their zygotes' forks)")
         for f, s in top[:25]:
             terminalreporter.write_line(f"CPU {s:8.1f} s  {f}")
         terminalreporter.write_sep("-", "CPU by test phase, the 40 largest (a module fixture counts in the setup "
