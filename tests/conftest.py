@@ -499,6 +499,34 @@ def offline_audit_env(tiny_env: dict, tmp_path_factory, bench: str, base: tuple[
     return e
 
 
+# what the official checker cannot help reporting of a tiny CPU run's staged export (a few seconds, a few samples)
+TINY_UNAVOIDABLE = (r"Test duration less than", r"minimum samples per query", r"does not cover all dataset",
+                    r"Some (performance checks|accuracy checks|compliance check) Checks failed",
+                    r"Compliance test performance check", r"NoResults ")
+
+
+def staged_official_check(env: dict, tmp_path: Path, round_: str) -> tuple[Path, list[str]]:
+    """A module's runs and audits (its private build/) staged, truncated and exported for ``round_`` in a copy,
+    then the official checker on the export: (the submission folder, the checker's ERROR lines). The checker must
+    not crash, and must have read the runs (a tiny run is always shorter than 600 s)."""
+    from code.common.submission import check
+
+    build = tmp_path / "build"
+    for d in ("logs", "compliance_logs"):
+        shutil.copytree(Path(env["MLPERF_BUILD_DIR"]) / d, build / d)
+    e = dict(env, MLPERF_BUILD_DIR=str(build), MLPERF_STAGING_ROOT=str(tmp_path / "stage"))
+    for action in ("update_results", "truncate_results", "export_submission"):
+        r = run_main(f"--action={action}", *([] if action == "truncate_results" else [f"--round={round_}"]), env=e)
+        assert r.returncode == 0, (action, r.stdout, r.stderr)
+    sub = build / "submission"
+    _, lines = check.run_official_checker(sub, "OpenHarness", round_, official_root())
+    errors = [ln for ln in lines if "ERROR" in ln and "SUMMARY" not in ln]
+    print("\n".join(errors))
+    assert not [ln for ln in lines if "Traceback" in ln], lines
+    assert any("Test duration less than 600s" in ln for ln in errors), errors      # it did read the runs
+    return sub, errors
+
+
 def audit_dir(env: dict, test: str, bench: str, scenario: str = "Offline") -> Path:
     return next((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / test).glob(f"*/{bench}/{scenario}"))
 

@@ -17,14 +17,15 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import (_tiny_fixture, assert_test01_passed, metadata_under, offline_audit_env, offline_samples,
-                            official_root, route, run_audit, run_official)
+from tests.conftest import (TINY_UNAVOIDABLE, _tiny_fixture, assert_test01_passed, metadata_under, offline_audit_env,
+                            offline_samples, official_root, route, run_audit, run_official, staged_official_check)
 
 BASE = ("--benchmarks=whisper", "--model_variant=tiny", "--scenarios=Offline")
 SHORT = offline_samples(28)                 # two passes over the 14 tiny samples
@@ -120,6 +121,15 @@ def test_whisper_offline_performance_valid_tokens(env):
 def test_whisper_offline_test01_pass(env):
     r, d, rec = run_audit(env, "TEST01", "whisper", BASE, SHORT)
     assert_test01_passed(r, d, rec, 4096)
+
+
+def test_whisper_staged_export_official_checker(env, tmp_path):
+    """The module's Offline runs and TEST01 staged, truncated and exported for v6.1 (whisper is in both of its
+    categories, datacenter and edge: Offline alone): the official checker reports only what a tiny CPU run cannot
+    avoid (its length and sample counts)."""
+    sub, errors = staged_official_check(env, tmp_path, "v6.1")
+    assert list(sub.rglob("whisper/Offline/accuracy/accuracy.txt")) and list(sub.rglob("whisper/Offline/TEST01"))
+    assert [ln for ln in errors if not any(re.search(p, ln) for p in TINY_UNAVOIDABLE)] == [], errors
 
 
 def test_whisper_batched_greedy_is_batch1(tiny_whisper):
