@@ -4,7 +4,7 @@ b66003e10e2db4b8c36a448b0545ec90fcc6e9e9 ("Require only one of server or interac
 2026-08-20). ``v5.py`` (v5.0, v5.1) is read from the same commit; it says which constant each field
 comes from. ``tests/test_rounds_official.py`` compares both files with a checkout.
 
-Only the harness's benchmarks are listed (wan-2.2, e2e-rag, pointpainting are not). The scenario tuples hold the
+Only the harness's benchmarks are listed (e2e-rag, pointpainting are not). The scenario tuples hold the
 required scenarios; the checker's *optional* ones ("one of Interactive or Server" for the datacenter
 LLMs since v5.1, ``optional-scenarios-datacenter``) are ``RoundBenchmark.optional_scenarios``.
 """
