@@ -81,3 +81,41 @@ def report(fig: dict, root: Path) -> None:
         print(f"{k:36s} {v}")
     root.mkdir(parents=True, exist_ok=True)
     (root / "figures.json").write_text(json.dumps(fig, indent=2))
+
+
+def processor_rate(proc, count: int, seconds: float) -> float:
+    """samples/s of ``proc.process`` on this thread (after its thread_init and warmup): batches of its batch size
+    cycling over the first ``count`` QSL indices, for ``seconds`` (a raw loop without LoadGen)."""
+    import time
+
+    proc.thread_init()
+    proc.warmup()
+    n, t0, bs = 0, time.perf_counter(), proc.batch_size
+    while time.perf_counter() - t0 < seconds:
+        proc.process([(n + k) % count for k in range(bs)])
+        n += bs
+    return n / (time.perf_counter() - t0)
+
+
+def offline_bench_main(doc: str, bench: str, label: Callable[[bool], str], raw_loop: Callable[[object, float], float],
+                       seconds: float = 10.0, repeats: int = 3) -> int:
+    """The command line of a scripts/bench_<bench>.py: --seconds, --repeats, --reference, --root; a private tiny build
+    unless --reference; ``raw_loop(settings, seconds)`` against harness Offline runs (offline_vs_raw); the figures
+    reported (``label(tiny)`` names the model)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=seconds, help="length of each measurement")
+    ap.add_argument("--reference", action="store_true", help="the real model and data instead of the tiny variant")
+    ap.add_argument("--repeats", type=int, default=repeats, help="harness runs, each between two raw loops")
+    ap.add_argument("--root", default=str(REPO / "build" / f"bench_{bench}"))
+    a = ap.parse_args()
+    tiny = not a.reference
+    if tiny:
+        prepare_tiny(Path(a.root), bench)
+    s = offline_settings(bench, [f"--min_duration={int(a.seconds * 1000)}", "--min_query_count=1"], tiny)
+    fig = {"model": label(tiny), "batch_size": s.batch_size(), "threads": s.cpu_threads or len(os.sched_getaffinity(0)),
+           **offline_vs_raw(lambda extra: offline_settings(bench, extra, tiny), [], lambda: raw_loop(s, a.seconds),
+                            a.seconds, a.repeats, Path(a.root))}
+    report(fig, Path(a.root))
+    return 0
