@@ -92,8 +92,7 @@ def test_families_and_what_is_not_judged_here():
     assert em.family("mmlu", "harmony") == ("choice", "J")
     with pytest.raises(ValueError, match="no plain scorer"):
         em.family("mmlu", "plain")
-    with pytest.raises(em.NotJudgedHere, match="PRM800K"):
-        em.judge("math500", "1/2", "\\frac12", "plain")
+    assert em.judge("math500", "1/2", "\\frac12", "plain") is True       # PRM800K's grader (code.common.llm.math_grader)
     with pytest.raises(em.NotJudgedHere, match="LiveCodeBench"):
         em.judge("livecodebench", "print(1)", "q1", "harmony")
     assert em.extract("aime", "so \\boxed{1000}", "plain") is None          # out of AIME's range

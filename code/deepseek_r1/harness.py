@@ -15,6 +15,7 @@ from code.deepseek_r1 import SPEC, dataset
 REAL = Generation(max_new_tokens=20_000, min_new_tokens=1)
 TINY = Generation(max_new_tokens=64, min_new_tokens=2)
 DIALECT = "plain"                  # code.common.llm.exact_match: the reference's rules over the whole text
+LCB_RELEASE = "release_v1"         # eval_accuracy.py's lcb_runner release_version
 
 
 class DeepSeekR1Benchmark(LLMBenchmark):
@@ -97,22 +98,22 @@ class DeepSeekR1Benchmark(LLMBenchmark):
         from code.deepseek_r1 import download
 
         download.download_data(self.raw_dir, self.settings.values.get("data_dir"))
+        from code.common.llm import livecodebench
+
+        livecodebench.download(livecodebench.folder_of(self.raw_dir), LCB_RELEASE, fix=self.fix("download_data"))
 
     # --- accuracy -----------------------------------------------------------------------------------
     def score(self, idx, tokens, preds, targets) -> dict[str, Any]:
         """language/deepseek-r1/eval_accuracy.py: exact_match (the mean of 100 / 0 per sample over every sample
-        of the log), tokens_per_sample (the mean output length in tokens) and num-samples. MATH500 answers
-        (the PRM800K grader) and LiveCodeBench programs are not judged here: they count 0 and the score is
-        marked unofficial."""
-        from code.common.llm import exact_match
+        of the log), tokens_per_sample (the mean output length in tokens) and num-samples. MATH500 answers are
+        judged by PRM800K's grader (``code.common.llm.math_grader``), LiveCodeBench programs by running their
+        tests (``code.common.llm.livecodebench``, release_v1 as the reference)."""
+        from code.common.llm import exact_match, livecodebench
 
         kinds = self.references()["dataset"]
-        r = exact_match.score([kinds[i] for i in idx], preds, targets, DIALECT)
-        if r["unjudged"]:
-            what = ", ".join(f"{v} {k}" for k, v in r["unjudged"].items())
-            self.mark_unofficial([f"{what} answer(s) need a grader this harness does not have yet (MATH500: "
-                                  "PRM800K's; LiveCodeBench: its test runner) and were counted wrong; score the "
-                                  "log with the reference's eval_accuracy.py (language/deepseek-r1)"])
+        r = exact_match.score([kinds[i] for i in idx], preds, targets, DIALECT,
+                              code_judge=livecodebench.benchmark_judge(self.raw_dir, LCB_RELEASE,
+                                                                       self.fix("download_data")))
         self.score_notes = [f"{k}: {f['right']} of {f['samples']} right, an answer found in {f['answered']}"
                             for k, f in r["families"].items()]
         return {"exact_match": r["exact_match"],

@@ -6,8 +6,8 @@ AccuracyOnly runs, the performance set for every other), generation (up to 32,76
 Decoding: the harness's engines decode greedily; the reference samples at temperature 1.0 (top_p 1, top_k off),
 so a real run's answers are the greedy ones. The text scored keeps the special tokens (the reference decodes the
 log with ``skip_special_tokens=False``): its extraction reads the harmony ``final`` channel by its markers.
-LiveCodeBench answers are not scored here (they need LiveCodeBench's test runner): a log holding any is refused
-with the reference command that scores it.
+LiveCodeBench answers are judged by running the question's tests (``code.common.llm.livecodebench``, lcb_runner's
+rules, code_generation_lite ``release_v6`` as the reference, fetched by ``download_data`` beside the data).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from code.common.errors import HarnessError, MissingDataError
+from code.common.errors import MissingDataError
 from code.common.fileio import read_json, write_json
 from code.common.llm.harness import Generation, LLMBenchmark, load_prompts, save_prompts, text_or_none
 from code.gpt_oss_120b import SPEC, dataset
@@ -27,6 +27,7 @@ PERFORMANCE = Generation(max_new_tokens=10_240, min_new_tokens=1)
 # The tiny model asks for at least 2 tokens: LoadGen with use_token_latencies logs an error for a 1-token answer.
 TINY = Generation(max_new_tokens=48, min_new_tokens=2)
 DIALECT = "harmony"                # code.common.llm.exact_match: the final channel first
+LCB_RELEASE = "release_v6"         # eval_accuracy.py's lcb_runner release_version
 PERF_PROMPTS = "perf_prompts.npz"
 # TEST07's own set (acc/acc_eval_compliance_gpqa.parquet), preprocessed beside the accuracy set's files
 COMPLIANCE_PROMPTS = "compliance_prompts.npz"
@@ -252,25 +253,22 @@ class GptOss120BBenchmark(LLMBenchmark):
         from code.gpt_oss_120b import download
 
         download.download_data(self.raw_dir, self.settings.values.get("data_dir"))
+        from code.common.llm import livecodebench
+
+        livecodebench.download(livecodebench.folder_of(self.raw_dir), LCB_RELEASE, fix=self.fix("download_data"))
 
     # --- accuracy -----------------------------------------------------------------------------------
     def score(self, idx, tokens, preds, targets) -> dict[str, Any]:
         """language/gpt-oss-120b/eval_mlperf_accuracy.py: exact_match = 100 x sum over sub-datasets of right / repeats
         over sum of samples / repeats (dataset.REPEATS), plus tokens_per_sample (the mean output length, which the
         checker holds under its upper limit) and num-samples."""
-        from code.common.llm import exact_match
+        from code.common.llm import exact_match, livecodebench
 
         kinds = self.references()["dataset"]
         ks = [kinds[i] for i in idx]
-        lcb = sum(exact_match.family_key(k, DIALECT) == "livecodebench" for k in ks)
-        if lcb:
-            raise HarnessError(
-                f"{lcb} LiveCodeBench answer(s) in the accuracy log: scoring them needs LiveCodeBench's test runner "
-                "(language/gpt-oss-120b/submodules/LiveCodeBench), which this harness does not have",
-                "score the log with the reference: python3 language/gpt-oss-120b/eval_mlperf_accuracy.py --mlperf-log "
-                f"<run>/mlperf_log_accuracy.json --reference-data {self.raw_dir / dataset.ACCURACY_FILE} "
-                f"--tokenizer {self.checkpoint}")
-        r = exact_match.score(ks, preds, targets, DIALECT, repeats=dataset.REPEATS)
+        r = exact_match.score(ks, preds, targets, DIALECT, repeats=dataset.REPEATS,
+                              code_judge=livecodebench.benchmark_judge(self.raw_dir, LCB_RELEASE,
+                                                                       self.fix("download_data")))
         self.score_notes = [f"{k}: {f['right']} of {f['samples']} right, an answer found in {f['answered']}"
                             for k, f in r["families"].items()]
         return {"exact_match": r["exact_match"],

@@ -4,9 +4,10 @@ Both references score a generated text by the family of the dataset its sample c
 whose key the dataset's lower-cased name contains, in the order of ``FAMILIES``):
 
   gpqa          a letter A-D          mmlu_pro / mmlu   a letter A-J (``mmlu`` alone: GPT-OSS only)
-  math500       the last ``\\boxed{...}`` (judged by the PRM800K grader, not here)
+  math500       the last ``\\boxed{...}``, judged by PRM800K's grader (``math_grader``)
   aime          an integer 0-999 from the last ``\\boxed{n}``, else the last ``Answer: n``
-  livecodebench a python code block (judged by running LiveCodeBench's tests, not here)
+  livecodebench a python code block, judged by running the question's LiveCodeBench tests (``livecodebench``,
+                through the ``code_judge`` that ``score`` is given)
 
 The two references differ where the output formats differ: GPT-OSS answers in the harmony format, so its letters
 and code come from the ``<|channel|>final<|message|>`` section first (markdown bold removed), with the
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 # "plain": DeepSeek-R1's rules over the whole text; "harmony": GPT-OSS-120B's, the final channel first
 DIALECTS = ("plain", "harmony")
@@ -34,7 +35,7 @@ _OPTIONS = "ABCDEFGHIJ"
 
 
 class NotJudgedHere(Exception):
-    """A family whose answers need an outside grader (PRM800K for MATH500, LiveCodeBench's test runner)."""
+    """A LiveCodeBench answer with no code judge to run its tests (``score``'s ``code_judge``)."""
 
 
 def family_key(dataset: str, dialect: str) -> str:
@@ -197,21 +198,29 @@ def judge(dataset: str, parsed, truth: Any, dialect: str) -> bool:
             return int(parsed) == int(truth)
         except (TypeError, ValueError):
             return False
-    raise NotJudgedHere(f"{dataset}: judged by {'the PRM800K grader' if kind == 'boxed' else 'LiveCodeBench'}")
+    if kind == "boxed":
+        from code.common.llm import math_grader
+
+        return math_grader.judge(parsed, truth)
+    raise NotJudgedHere(f"{dataset}: LiveCodeBench answers are judged by running their tests (score's code_judge)")
 
 
-def score(datasets, outputs, truths, dialect: str, repeats: Mapping[str, int] | None = None) -> dict[str, Any]:
+def score(datasets, outputs, truths, dialect: str, repeats: Mapping[str, int] | None = None,
+          code_judge: Callable[[list[tuple[str, str]]], list[bool]] | None = None) -> dict[str, Any]:
     """The reference's exact_match over every sample: 100 for a right answer, 0 otherwise, averaged (a sample
-    without an answer counts 0, as does one of a family judged elsewhere, whose count is in ``unjudged``).
-    Also each family's share right and how many answers were found.
+    without an answer counts 0). Also each family's share right and how many answers were found.
+
+    ``code_judge`` judges the LiveCodeBench answers, all at once: [(code, question id)] -> [passed]
+    (``livecodebench.Judge``); NotJudgedHere when there are some and no judge.
 
     ``repeats`` ({lower-cased dataset name: n}, GPT-OSS-120B's eval_mlperf_accuracy.py DATASET_REPEATS): each
     dataset's samples weigh 1/n (a name not in it: 1), i.e. 100 x sum(right_d / n_d) / sum(samples_d / n_d), as
     the reference scores a set that holds each question n_d times."""
     from collections import Counter
 
-    right, found, seen, unjudged = Counter(), Counter(), Counter(), Counter()
+    right, found, seen = Counter(), Counter(), Counter()
     by_name, right_name = Counter(), Counter()
+    code_items: list[tuple[str, str, str, str]] = []      # (family, dataset name, code, question id)
     for ds, out, truth in zip(datasets, outputs, truths):
         key = family_key(ds, dialect)
         seen[key] += 1
@@ -220,12 +229,19 @@ def score(datasets, outputs, truths, dialect: str, repeats: Mapping[str, int] | 
         if parsed is None:
             continue
         found[key] += 1
-        try:
-            ok = judge(ds, parsed, truth, dialect)
-            right[key] += ok
-            right_name[str(ds).lower()] += ok
-        except NotJudgedHere:
-            unjudged[key] += 1
+        if family(ds, dialect)[0] == "code":
+            if text_of(truth):                   # the reference skips a sample without a question id (0)
+                code_items.append((key, str(ds).lower(), parsed, text_of(truth)))
+            continue
+        ok = judge(ds, parsed, truth, dialect)
+        right[key] += ok
+        right_name[str(ds).lower()] += ok
+    if code_items:
+        if code_judge is None:
+            raise NotJudgedHere(f"{len(code_items)} LiveCodeBench answer(s) and no code judge to run their tests")
+        for (key, name, _, _), ok in zip(code_items, code_judge([(c, q) for _, _, c, q in code_items])):
+            right[key] += bool(ok)
+            right_name[name] += bool(ok)
     n = sum(seen.values())
     if repeats is None:
         em = 100.0 * sum(right.values()) / n if n else 0.0
@@ -234,6 +250,5 @@ def score(datasets, outputs, truths, dialect: str, repeats: Mapping[str, int] | 
         bottom = sum(by_name[d] / repeats.get(d, 1) for d in by_name)
         em = 100.0 * top / bottom if bottom else 0.0
     return {"exact_match": em, "samples": n,
-            "families": {k: {"samples": seen[k], "answered": found[k], "right": right[k]} for k in seen},
-            "unjudged": dict(unjudged)}
+            "families": {k: {"samples": seen[k], "answered": found[k], "right": right[k]} for k in seen}}
 
