@@ -4,8 +4,9 @@ issue 30: the answers DeepSeek-R1 and GPT-OSS-120B's exact match could not score
 Fidelity is checked against the official code where this machine has it (``fetch`` copies under /work/.mirror, or
 $LCB_RUNNER_REPO / $PRM800K_REPO pointing at a git clone): lcb_runner's own check_correctness on the same programs
 and questions (built by its CodeGenerationProblem from the same rows), and PRM800K's grade_answer on the same answer
-pairs, each in its own process. Without them those comparisons skip with the reason (CI has no network) and the
-hand-written expectations below still hold.
+pairs, each in its own process; and, with $MLPERF_TEST_LCB_OFFICIAL_SCRIPTS=1, the official eval_accuracy.py
+scripts of both references (process_row) on the same texts. Without them those comparisons skip with the reason (CI
+has no network) and the hand-written expectations below still hold.
 """
 from __future__ import annotations
 
@@ -73,6 +74,45 @@ from grading.grader import grade_answer
 json.dump([grade_answer(g, t) for g, t in json.load(open(sys.argv[2]))], open(sys.argv[3], "w"))
 """
 
+# The official eval_accuracy.py scripts themselves (shared folder), each in a copy of its folder whose submodules/
+# hold the fetched prm800k and LiveCodeBench (the shared folder's are dangling links): process_row on each text,
+# the LiveCodeBench dataset served by a stand-in ``datasets.load_dataset`` (not installed here, and offline) that
+# returns the synthetic rows and records the version_tag asked for; anthropic (imported by lcb's prompts) stubbed.
+SCRIPT_DRIVER = r"""
+import importlib.util, json, os, sys
+import pandas as pd
+script, items, out = sys.argv[1:4]
+spec = importlib.util.spec_from_file_location("official_eval", script)
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+res = [mod.process_row(pd.Series({"dataset": d, "model_output": o, "model_output_0": o, "ground_truth": g}))
+       ["prompt_accuracy"] == 100.0 for d, o, g in json.load(open(items))]
+import datasets
+json.dump({"verdicts": res, "versions": datasets.VERSIONS}, open(out, "w"))
+"""
+FAKE_DATASETS = """import json, os
+VERSIONS = []
+def load_dataset(name, split=None, version_tag=None, **kw):
+    VERSIONS.append([name, split, version_tag])
+    return json.load(open(os.environ["LCB_SYNTHETIC_ROWS"]))
+"""
+SCRIPTS_ENV = "MLPERF_TEST_LCB_OFFICIAL_SCRIPTS"
+SCRIPTS = {"deepseek-r1": ("plain", "livecodebench", "release_v1"),
+           "gpt-oss-120b": ("harmony", "livecodebench_v6", "release_v6")}
+
+
+def _fence(code: str) -> str:
+    return f"The program:\n```python\n{code}```\n"
+
+
+# (dataset family, model output, ground truth) through both official scripts and our exact_match
+SCRIPT_ITEMS = [("lcb", _fence(PROGRAMS[k][1]), PROGRAMS[k][0]) for k in
+                ("stdin_right", "stdin_wrong", "stdin_read_all", "call_right", "call_crash", "call_prelude_names")] + [
+    ("lcb", _fence("print(1)\n"), "not_a_question"), ("lcb", "no code block", "syn_sum"),
+    ("math500", "\\boxed{\\frac12}", "0.5"), ("math500", "so \\boxed{2/4}", "\\frac{1}{2}"),
+    ("math500", "\\boxed{(1, 2)}", "(1,2)"), ("math500", "\\boxed{10 cm}", "10"), ("math500", "no box", "3"),
+    ("math500", "\\boxed{x^2+2x+1}", "(x+1)^2"), ("math500", "\\boxed{\\sqrt{12}}", "2\\sqrt{3}")]
+
 # (given, ground truth, PRM800K's verdict written by hand from its rules)
 MATH = [
     ("0.5", "\\frac{1}{2}", True), ("1/2", "\\frac12", True), ("3/4", "\\dfrac{3}{4}", True),
@@ -139,7 +179,45 @@ def lcb_official(rows, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def judged(questions, lcb_official):
+def official_scripts(rows, tmp_path_factory):
+    """Both official eval_accuracy.py scripts started in the background: {name: (process, out file)}, or why not."""
+    from tests.conftest import official_root
+
+    if os.environ.get(SCRIPTS_ENV) != "1":
+        return None, (f"the official scripts' check costs ~16 CPU-s: set {SCRIPTS_ENV}=1 to run it (with "
+                      "MLPERF_INFERENCE_DIR and the fetched lcb_runner and prm800k)")
+    lcb_repo, prm_repo = _repo_dir("LiveCodeBench", "LCB_RUNNER_REPO"), _repo_dir("prm800k", "PRM800K_REPO")
+    if lcb_repo is None or prm_repo is None:
+        return None, "lcb_runner or prm800k not on this machine (fetch them, or set LCB_RUNNER_REPO / PRM800K_REPO)"
+    try:
+        scripts = {n: official_root("language", n, "eval_accuracy.py") for n in SCRIPTS}
+    except pytest.skip.Exception as e:
+        return None, str(e)
+    d = tmp_path_factory.mktemp("official_scripts")
+    (d / "stubs").mkdir()
+    (d / "stubs" / "datasets.py").write_text(FAKE_DATASETS)
+    (d / "stubs" / "anthropic.py").write_text('HUMAN_PROMPT = "\\n\\nHuman:"\nAI_PROMPT = "\\n\\nAssistant:"\n')
+    (d / "rows.json").write_text(json.dumps(rows))
+    env = {**os.environ, "PYTHONPATH": str(d / "stubs"), "LCB_SYNTHETIC_ROWS": str(d / "rows.json"),
+           "TQDM_DISABLE": "1"}
+    started = {}
+    for name, (_, lcb_name, _) in SCRIPTS.items():
+        home = d / name
+        (home / "submodules").mkdir(parents=True)
+        (home / "eval_accuracy.py").write_bytes(scripts[name].read_bytes())       # run beside its submodules
+        _export(lcb_repo, "lcb_runner", home / "submodules" / "LiveCodeBench")
+        _export(prm_repo, "prm800k/grading", home / "submodules" / "prm800k")
+        items = [(lcb_name if k == "lcb" else k, o, g) for k, o, g in SCRIPT_ITEMS]
+        (home / "items.json").write_text(json.dumps(items))
+        proc = subprocess.Popen([sys.executable, "-c", SCRIPT_DRIVER, str(home / "eval_accuracy.py"),
+                                 str(home / "items.json"), str(home / "out.json")], cwd=home, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        started[name] = (proc, home / "out.json")
+    return started, ""
+
+
+@pytest.fixture(scope="module")
+def judged(questions, lcb_official, official_scripts):
     return dict(zip(PROGRAMS, lcb.judge_many([(c, questions[q]) for q, c, _ in PROGRAMS.values()],
                                              workers=2, timeout=1)))
 
@@ -269,3 +347,28 @@ def test_download_verifies_against_the_hub_record(rows, mirror, monkeypatch, tmp
         lcb.download(bad, "release_v1", fix=fix, log=lambda *a: None)
     assert e.value.fix == fix and not (bad / "test.jsonl").exists()
     no_partials(tmp_path)
+
+
+def test_official_eval_accuracy_scripts_agree(official_scripts, rows, tmp_path):
+    """process_row of language/deepseek-r1 and language/gpt-oss-120b eval_accuracy.py (lcb_runner at release_v1 /
+    release_v6, PRM800K's grader) against exact_match.score with our judges, text by text."""
+    started, why = official_scripts
+    if started is None:
+        pytest.skip(why)
+    d = tmp_path / "lcb"
+    d.mkdir()
+    for n in lcb.RELEASE_FILES["release_v6"]:
+        (d / n).write_text("".join(json.dumps(r) + "\n" for r in rows) if n == "test.jsonl" else "")
+    for name, (dialect, lcb_name, release) in SCRIPTS.items():
+        judge = lcb.Judge(d, release, "fix", workers=2, timeout=lcb.TIMEOUT_S)
+        items = [(lcb_name if k == "lcb" else k, o, g) for k, o, g in SCRIPT_ITEMS]
+        ours = [em.score([ds], [o], [g], dialect, code_judge=judge)["exact_match"] == 100.0 for ds, o, g in items]
+        proc, out = started[name]
+        log = proc.communicate(timeout=300)[0].decode(errors="replace")
+        assert proc.returncode == 0, log[-3000:]
+        theirs = json.loads(out.read_text())
+        assert theirs["versions"] == [[lcb.REPO, "test", release]]
+        print(f"FIGURE {name}/eval_accuracy.py process_row vs ours: "
+              f"{sum(a == b for a, b in zip(theirs['verdicts'], ours))}/{len(items)} verdicts equal "
+              f"({sum(ours)} right)")
+        assert theirs["verdicts"] == ours
