@@ -25,6 +25,10 @@ PATTERNS = {
     "exact_match": r".*'exact_match':\s(-?[\d.]+).*",               # deepseek-r1, gpt-oss-120b
     "F1_HIERARCHICAL": r'\{.*"f1":\s*(-?[\d\.]+).*\}',            # qwen3-vl-235b-a22b: the reference's JSON line
     "ACCURACY": r"Word Error Rate\:.*, accuracy=(-?[0-9\.]+)%",    # whisper: accuracy_eval.py's output line
+    # dlrm-v3: the reference's MetricsLogger keys (metric/lifetime_<name>/<task>)
+    "DLRM_NE": r".*metric/lifetime_ne/rating:\s*(-?[\d\.]+).*",
+    "DLRM_ACC": r".*metric/lifetime_accuracy/rating:\s*(-?[\d\.]+).*",
+    "DLRM_AUC": r".*metric/lifetime_gauc/rating:\s*(-?[\d\.]+).*",
 }
 HASH = re.compile(r"^hash=([\w\d]+)$")
 # A scorer that could not score as the official script does (a missing language runtime, an untrained

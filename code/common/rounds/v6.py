@@ -55,12 +55,13 @@ QWEN3_VL_V61 = entry("qwen3-vl-235b-a22b", "qwen3_vl", "qwen3-vl-235b-a22b", dc=
 
 # DLRM-v3 (v6.0 on): the HSTU generative recommender on the synthetic streaming set; datacenter Server and Offline
 # (and datacenter,edge Offline + Server); 349,823 samples (dataset-size and performance-sample-count); DLRM_NE,
-# DLRM_ACC and DLRM_AUC (the GAUC) >= 99.9% of 0.86687 / 0.69651 / 0.78663; Server bound 60 s
-# (latency-constraint); audited by TEST08 (models_TEST08: accuracy in performance mode, compliance/TEST08/dlrm-v3).
+# DLRM_ACC and DLRM_AUC (the GAUC) >= 99.9% of 0.86687 / 0.69651 / 0.78663; audited by TEST08 (models_TEST08:
+# accuracy in performance mode, compliance/TEST08/dlrm-v3). The Server bound is mlperf.conf's 80 ms
+# (dlrm-v3.Server.target_latency); the checker's latency-constraint of 60 s is looser and not entered here: the
+# runner writes latency_constraint_ns into user.conf as the target, which would loosen LoadGen's 80 ms.
 DLRM_V3 = entry("dlrm-v3", "dlrm_v3", "dlrm-v3", dc=(SRV, OFF), both=(OFF, SRV), size=349823, psc=349823,
                 tests=("TEST08",), acc=("DLRM_NE", 0.86687 * 0.999, "DLRM_ACC", 0.69651 * 0.999,
-                                        "DLRM_AUC", 0.78663 * 0.999),
-                latency_constraint_ns={SRV: 60_000_000_000})
+                                        "DLRM_AUC", 0.78663 * 0.999))
 
 
 def wan(videos: tuple[str, ...]):
