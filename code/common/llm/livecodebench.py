@@ -33,6 +33,7 @@ import io
 import json
 import os
 import pickle
+import re
 import secrets
 import sys
 import tempfile
@@ -49,6 +50,7 @@ RELEASE_FILES = {f"release_v{n}": tuple(["test.jsonl"] + [f"test{i}.jsonl" for i
                  for n in range(1, 7)}
 TIMEOUT_S = 60                # the references' lcb_runner args.timeout (per test)
 RECORD = "download.json"
+_ID = re.compile(r'"question_id":\s*"((?:[^"\\]|\\.)*)"')   # unescaped quotes: never inside a string value
 
 
 # --- the dataset ---------------------------------------------------------------------------------
@@ -101,8 +103,10 @@ def load_questions(folder: Path, release: str, wanted: Iterable[str] | None, fix
             for n, line in enumerate(f, 1):
                 if not line.strip():
                     continue
-                if want is not None and not any(f'"{q}"' in line for q in want):
-                    continue
+                if want is not None:               # one scan of the line for its id; only wanted rows are decoded
+                    m = _ID.search(line)
+                    if m is None or m.group(1) not in want:
+                        continue
                 try:
                     row = json.loads(line)
                     if want is None or str(row["question_id"]) in want:
