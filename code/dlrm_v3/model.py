@@ -223,9 +223,15 @@ class DlrmHSTU(nn.Module):
         self._item_embedding_mlp = _mlp(2 * cfg.table_dim, cfg.mlp_hidden, D)
         self._multitask_module = MultitaskModule(cfg)
 
+    def _lookup(self, table: str, ids, like):
+        """Rows of ``table`` for ``ids``, on the device and in the dtype of ``like`` (the tables may stay in host
+        memory while the dense part runs on a GPU, as the reference's ModelFamily keeps them: table_device cpu)."""
+        coll = self.__dict__.get("_host_tables") or self._embedding_collection
+        t = coll.embeddings[table]
+        return t(ids.to(t.weight.device)).to(device=like.device, dtype=like.dtype)
+
     def forward(self, user_id, uih_ids, uih_actions, cand_ids, lengths):
         cfg = self.cfg
-        emb = self._embedding_collection.embeddings
         pre = self._hstu_transducer._input_preprocessor
         B, L = uih_ids.shape
         C = cand_ids.shape[1]
@@ -235,15 +241,17 @@ class DlrmHSTU(nn.Module):
         hist_ok = ar_l.unsqueeze(0) < n_hist.unsqueeze(1)          # [B, L]
         cand_ok = ar_c.unsqueeze(0) < n_cand.unsqueeze(1)          # [B, C]
         ids = torch.cat([uih_ids, cand_ids], 1)                    # history then candidates, one sequence
-        item = emb["item_id"](ids)
-        cat = emb["item_category_id"](torch.div(ids, cfg.items_per_category, rounding_mode="floor")
-                                      .clamp(max=cfg.num_categories - 1))
+        dense = self._item_embedding_mlp[0].weight                 # where (and in what dtype) the dense part runs
+        item = self._lookup("item_id", ids, dense)
+        cat = self._lookup("item_category_id", torch.div(ids, cfg.items_per_category, rounding_mode="floor")
+                           .clamp(max=cfg.num_categories - 1), dense)
         # candidates' item embeddings (dlrm_hstu._item_forward)
         item_emb = self._item_embedding_mlp(torch.cat([item[:, L:], cat[:, L:]], -1))
         # the user side: content + category + actions (ContextualPreprocessor)
         x = pre._content_embedding_mlp(item) + pre._additional_embedding_mlp(cat)
         x = x + pre._action_embedding_mlp(pre._action_encoder(uih_actions, L, C))
-        ctx = emb["user_id"](user_id.clamp(max=cfg.num_users - 1)) @ pre._batched_contextual_linear_weights[0]
+        ctx = self._lookup("user_id", user_id.clamp(max=cfg.num_users - 1), dense) \
+            @ pre._batched_contextual_linear_weights[0]
         ctx = (ctx + pre._batched_contextual_linear_bias[0]) * (n_hist >= cfg.contextual_min_uih_len).unsqueeze(1)
         x = torch.cat([ctx.unsqueeze(1), x], 1)                   # [B, N = 1 + L + C, D]
         N = 1 + L + C
@@ -327,7 +335,8 @@ def real_checkpoint(model_dir: Path) -> Path | None:
 
 def load_real(model: DlrmHSTU, path: Path) -> DlrmHSTU:
     """The dense part from non_sparse.ckpt["dense_dict"] by name, the tables from the sparse/ checkpoint
-    (torch.distributed.checkpoint, keys as the reference's EmbeddingCollection names them)."""
+    (torch.distributed.checkpoint, saved by checkpoint.save_dmp_checkpoint as {"sparse_dict": SparseState}: keys
+    "sparse_dict.<the EmbeddingCollection's state_dict key>")."""
     import torch.distributed.checkpoint as dcp
 
     dense = torch.load(Path(path) / K.NON_SPARSE, map_location="cpu", weights_only=False)["dense_dict"]
@@ -338,7 +347,7 @@ def load_real(model: DlrmHSTU, path: Path) -> DlrmHSTU:
                                "download the checkpoint again (make download_model BENCHMARKS=dlrm_v3)")
     model.load_state_dict({k: v for k, v in dense.items() if k in own}, strict=False)
     tables = {k: v for k, v in own.items() if k.startswith("_embedding_collection.")}
-    dcp.load(tables, storage_reader=dcp.FileSystemReader(str(Path(path) / K.SPARSE_DIR)))
+    dcp.load({"sparse_dict": tables}, storage_reader=dcp.FileSystemReader(str(Path(path) / K.SPARSE_DIR)))
     model.load_state_dict(tables, strict=False)
     return model
 
@@ -368,12 +377,21 @@ def load(model_dir: Path, fix: str) -> DlrmHSTU:
 
 
 def eager_factory(source_dir, spec, device, dtype):
-    """code.common.backends.pytorch's eager factory: the whole model on ``device`` in ``dtype``."""
+    """code.common.backends.pytorch's eager factory: the dense part on ``device`` in ``dtype``; the tables stay in
+    host memory, one copy per process shared by the engines (the reference's ModelFamily: table_device cpu, the
+    dense module on each GPU in bf16; the real tables are ~1 TB)."""
     model = load(Path(source_dir), str(spec.extra.get("fix", "")))
     if str(device) != "cpu" or dtype != torch.float32:
         import copy
 
-        model = copy.deepcopy(model).to(device=device, dtype=dtype)
+        tables, model._embedding_collection = model._embedding_collection, None
+        try:
+            dense = copy.deepcopy(model).to(device=device, dtype=dtype)
+        finally:
+            model._embedding_collection = tables
+        # not a submodule: the engine's module.to(device / dtype) leaves the host tables where they are
+        dense.__dict__["_host_tables"] = tables
+        model = dense
     return model, list(INPUTS), [OUTPUT]
 
 
