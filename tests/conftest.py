@@ -499,6 +499,18 @@ def offline_audit_env(tiny_env: dict, tmp_path_factory, bench: str, base: tuple[
     return e
 
 
+def audit_config_values(text: str, full_keys: bool = True) -> dict[str, str]:
+    """``key = value`` of an audit.config, the last line of a key winning (as LoadGen and run_verification.py);
+    ``full_keys=False``: keyed by the last dotted part alone (``*.*.mode`` -> ``mode``)."""
+    out = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            k, v = (x.strip() for x in line.split("=", 1))
+            out[k if full_keys else k.split(".")[-1]] = v
+    return out
+
+
 # what the official checker cannot help reporting of a tiny CPU run's staged export (a few seconds, a few samples)
 TINY_UNAVOIDABLE = (r"Test duration less than", r"minimum samples per query", r"does not cover all dataset",
                     r"Some (performance checks|accuracy checks|compliance check) Checks failed",

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import (LOOSE_SERVER_BOUND, _tiny_fixture, metadata_under, official_root, offline_samples,
-                            run_main, server_rate, server_run, valid_or_short)
+from tests.conftest import (LOOSE_SERVER_BOUND, _tiny_fixture, audit_config_values, metadata_under, official_root,
+                            offline_samples, run_main, server_rate, server_run, valid_or_short)
 
 DV3 = ("--benchmarks=dlrm_v3", "--model_variant=tiny")
 N = 88                                   # inference requests of the tiny set (3 timestamps, seeded)
@@ -223,16 +223,6 @@ def test_dlrm_v3_offline_and_server_performance_valid(dv3):
     print(f"FIGURE dlrm-v3 tiny Offline {dv3['runs'][('Offline', 'PerformanceOnly')]['metric_value']:.1f} samples/s")
 
 
-def _config_values(text: str) -> dict[str, str]:
-    out = {}
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if "=" in line:
-            k, v = (x.strip() for x in line.split("=", 1))
-            out[k] = v
-    return out
-
-
 def test_dlrm_v3_test08_audit_config_is_the_official_file_and_test01_is_refused():
     """Our TEST08 audit.config holds every key and value of compliance/TEST08/dlrm-v3/audit.config (and nothing
     else); TEST01 is refused in one line, as the checker's models_TEST01 has no dlrm-v3."""
@@ -240,13 +230,13 @@ def test_dlrm_v3_test08_audit_config_is_the_official_file_and_test01_is_refused(
     from code.common.compliance.audit_config import audit_config
     from code.common.errors import HarnessError
 
-    official = _config_values(official_root("compliance", "TEST08", "dlrm-v3", "audit.config").read_text())
+    official = audit_config_values(official_root("compliance", "TEST08", "dlrm-v3", "audit.config").read_text())
     for version in ("v6.0", "v6.1"):
         rnd = rounds.ROUNDS[version]
         rb = rnd.benchmarks["dlrm-v3"]
         assert rb.compliance_tests == ("TEST08",)
         for scen in ("Offline", "Server"):
-            assert _config_values(audit_config("TEST08", rnd, rb, scen)) == official
+            assert audit_config_values(audit_config("TEST08", rnd, rb, scen)) == official
         with pytest.raises(HarnessError, match="TEST01 is not required for dlrm-v3"):
             audit_config("TEST01", rnd, rb, "Offline")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import official_root, offline_samples, run_main, run_official, server_rate
+from tests.conftest import audit_config_values, official_root, offline_samples, run_main, run_official, server_rate
 from tests.test_llm_harness import generate_reference, one, tokens_of
 
 GO = ("--benchmarks=gpt-oss-120b", "--model_variant=tiny")
@@ -272,17 +272,6 @@ def test_gpt_oss_data_dir_without_the_sets_is_one_line(tmp_path):
     assert "metadata/gpt-oss-data.uri" in lines[1] and len(lines) == 2
 
 
-def _config_values(text: str) -> dict[str, str]:
-    """``key = value`` of an audit.config, the last line of a key winning (as LoadGen and run_verification.py)."""
-    out = {}
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if "=" in line:
-            k, v = (x.strip() for x in line.split("=", 1))
-            out[k.split(".")[-1]] = v
-    return out
-
-
 @pytest.mark.parametrize("test", ["TEST07", "TEST09"])
 def test_gpt_oss_audit_config_is_the_official_file(test):
     """Our TEST07/TEST09 audit.config for the real gpt-oss-120b holds every key and value of the official
@@ -290,9 +279,9 @@ def test_gpt_oss_audit_config_is_the_official_file(test):
     from code.common import rounds
     from code.common.compliance.audit_config import audit_config
 
-    official = _config_values(official_root("compliance", test, "gpt-oss-120b", "audit.config").read_text())
+    official = audit_config_values(official_root("compliance", test, "gpt-oss-120b", "audit.config").read_text(), False)
     rnd = rounds.ROUNDS["v6.1"]
-    ours = _config_values(audit_config(test, rnd, rnd.benchmarks["gpt-oss-120b"], "Offline"))
+    ours = audit_config_values(audit_config(test, rnd, rnd.benchmarks["gpt-oss-120b"], "Offline"), False)
     assert {k: float(v) for k, v in ours.items()} == {k: float(v) for k, v in official.items()}, (ours, official)
 
 
@@ -327,7 +316,7 @@ def test_gpt_oss_test07_test09_pass_catch_truncation_staged_and_checked(go, tmp_
         assert rec["passed"] and rec["errors"] == [], rec
         if official:
             assert rec["official"][kind]["passed"] is True, rec["official"]["output"]
-        cfg = _config_values(rec["audit_config"])
+        cfg = audit_config_values(rec["audit_config"], False)
         meta = json.loads((vj.parent / "metadata.json").read_text())
         assert meta["audit_official_config"] is False and meta["valid"] is not None
         a = rec[kind]
