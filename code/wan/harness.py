@@ -193,6 +193,12 @@ class WanProcessor(Processor):
 
     def thread_init(self) -> None:
         super().thread_init()
+        self._torch_threads()
+
+    def _torch_threads(self) -> None:
+        """The config's cpu_threads for torch's CPU pool (process-wide). Also set at warmup: SingleStream runs the
+        work inline on LoadGen's thread, where no worker thread_init runs (2 threads on this loaded 2-core machine
+        made a tiny video take 4 s instead of 0.6)."""
         if self.threads and self.generator.pipe._execution_device.type == "cpu":
             import torch
 
@@ -203,4 +209,5 @@ class WanProcessor(Processor):
         return [videos[i] for i in range(len(indices))]
 
     def warmup(self) -> None:
+        self._torch_threads()
         self.generator.generate(self.data.prompts[:1])

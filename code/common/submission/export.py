@@ -42,7 +42,7 @@ from code.common.results.accuracy_text import has_hash
 from code.common.results.selection import test_only
 from code.common.submission import endpoints
 from code.common.power import result as power_result
-from code.common.submission.stage import check_name, staging_root
+from code.common.submission.stage import EXTRA_ACCURACY_DIRS, check_name, staging_root
 from code.common.submission.tree import link_or_copy, link_tree, mark_smoke_tree, smoke_allowance
 from code.common.submission.truncate import MAX_TRUNCATED
 
@@ -157,8 +157,9 @@ def export(*, submitter: str, division: str, version: str | None = None, root: P
                         _check_submittable(scen_dir / "accuracy", allow)
                         _check_truncated(scen_dir / "accuracy")
                         _copy_some(scen_dir / "accuracy", dst / "accuracy", ACC_FILES)
-                        if (scen_dir / "accuracy" / "images").is_dir():
-                            link_tree(scen_dir / "accuracy" / "images", dst / "accuracy" / "images")
+                        for extra in EXTRA_ACCURACY_DIRS:
+                            if (scen_dir / "accuracy" / extra).is_dir():
+                                link_tree(scen_dir / "accuracy" / extra, dst / "accuracy" / extra)
                 rel = Path(system) / bench / scen
                 comp_dst, meas_dst, meas_name = ((dst, dst, "measurements.json") if rnd.results_hold_compliance else
                                                  (sub / "compliance" / rel, sub / "measurements" / rel, f"{system}_{scen}.json"))

@@ -52,6 +52,10 @@ def check_name(kind: str, value: str) -> str:
     return value
 
 
+# accuracy/ subfolders the checker's extra-files check reads (REQUIRED_ACC_BENCHMARK: SDXL's images, Wan's videos)
+EXTRA_ACCURACY_DIRS = ("images", "videos")
+
+
 def _copy_perf(run: Run, dst: Path) -> None:
     for f in PERF_COPY:
         if (run.dir / f).is_file():
@@ -66,8 +70,9 @@ def _copy_acc(run: Run, dst: Path) -> None:
         shutil.copy2(run.dir / "accuracy.txt", dst / "accuracy.txt")   # copied: truncation appends to it
     else:
         write_text(dst / "accuracy.txt", (run.meta.get("accuracy") or {}).get("text") or "")
-    if (run.dir / "images").is_dir():
-        link_tree(run.dir / "images", dst / "images")
+    for extra in EXTRA_ACCURACY_DIRS:
+        if (run.dir / extra).is_dir():
+            link_tree(run.dir / extra, dst / extra)
 
 
 def _stage_compliance(test: str, audit_dir: Path, dst: Path, perf: Run, acc: Run | None,
