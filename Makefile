@@ -202,6 +202,7 @@ test: venv
 	    -r code/dlrm_v2/reference-torchrec.txt && touch build/torchrec_site/.installed || \
 	    echo "[test] torchrec could not be installed: the DLRM-v2 reference tests skip"; fi; \
 	mkdir -p build; bash scripts/endpoints_venv.sh > build/endpoints_venv.log 2>&1 & \
+	rm -f build/test_failures.log; MLPERF_TEST_FAILURES_LOG=$(CURDIR)/build/test_failures.log \
 	$(PY) -m pytest -q tests -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 clean:

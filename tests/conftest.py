@@ -281,6 +281,10 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_runtest_logreport(report):
+    if report.failed and os.environ.get("MLPERF_TEST_FAILURES_LOG"):     # as it happens, not at the end of the run
+        with open(os.environ["MLPERF_TEST_FAILURES_LOG"], "a") as f:
+            f.write(f"===== {time.strftime('%H:%M:%S')} FAILED {report.nodeid} ({report.when})\n"
+                    f"{report.longreprtext[-6000:]}\n")
     for k, v in report.user_properties:
         if k == "cpu_s":
             f = report.nodeid.split("::")[0]
