@@ -209,7 +209,8 @@ def test_endpoints_staging_refusals_are_one_line_and_stage_nothing(reports, stag
         cfg["model_params"]["name"] = "llama2_70b-tiny"        # what make run_llm_server serves Llama2-70B as
         (d / "config.yaml").write_text(yaml.safe_dump(cfg))
         arg, needles = str(d), ("MLPerf Inference v6.1 accepts endpoints-client results for deepseek-r1, gpt-oss-120b, "
-                                "llama3.1-8b, llama3.1-8b-edge, qwen3-vl-235b-a22b, not llama2-70b-99.9", "--backend=openai")
+                                "llama3.1-8b, llama3.1-8b-edge, qwen3-vl-235b-a22b, wan-2.2-t2v-a14b, "
+                                "not llama2-70b-99.9", "--backend=openai")
     elif case == "missing_result_summary":
         d = _copy(reports["offline"], tmp_path / "no_summary")
         (d / "performance" / "result_summary.json").unlink()
