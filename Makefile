@@ -189,9 +189,12 @@ bench: venv
 OFFICIAL_DIR := $(abspath $(CURDIR)/../shared/mlcommons-inference)
 # The MLCommons endpoints client (Python 3.12, build/endpoints_venv) installs in the background while the tests run;
 # the interop tests wait for it (scripts/endpoints_venv.sh; they skip with the reason where it cannot install).
-# Two pytest-xdist workers: a test module is one work unit, heaviest first (tests/conftest.py: HEAVY); the tiny builds
-# are shared by the workers under file locks. TEST_WORKERS=0 runs in-process, in file order.
-TEST_WORKERS ?= 2
+# Three pytest-xdist workers on two cores: a test module is one work unit, heaviest first (tests/conftest.py: HEAVY);
+# the tiny builds are shared by the workers under file locks. Many tests wait on a Server run's arrival schedule or a
+# server's answers with the CPU idle, which a third worker fills (the latency-bound runs get the CPU first, see
+# tests/conftest.py _priority): 14m42 for the whole suite with three, where two left a quarter of the CPU idle.
+# TEST_WORKERS=0 runs in-process, in file order.
+TEST_WORKERS ?= 3
 test: venv
 	@if [ -z "$$MLPERF_INFERENCE_DIR" ] && [ -d "$(OFFICIAL_DIR)/tools/submission" ]; then \
 	  export MLPERF_INFERENCE_DIR="$(OFFICIAL_DIR)"; fi; \

@@ -281,7 +281,8 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_runtest_logreport(report):
-    if report.failed and os.environ.get("MLPERF_TEST_FAILURES_LOG"):     # as it happens, not at the end of the run
+    # as it happens, not at the end of the run; once (by the controller where pytest-xdist runs workers)
+    if report.failed and os.environ.get("MLPERF_TEST_FAILURES_LOG") and not os.environ.get("PYTEST_XDIST_WORKER"):
         with open(os.environ["MLPERF_TEST_FAILURES_LOG"], "a") as f:
             f.write(f"===== {time.strftime('%H:%M:%S')} FAILED {report.nodeid} ({report.when})\n"
                     f"{report.longreprtext[-6000:]}\n")
