@@ -16,7 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
-# Two test workers share two cores. OpenMP threads that spin between torch's parallel regions burn the CPU the
+# Three test workers share two cores. OpenMP threads that spin between torch's parallel regions burn the CPU the
 # other worker needs (tests/test_llm_layer.py: 34 s user spinning, 26 s passive, same wall time alone): wait
 # passively, in this process and in every run it starts. Set before anything imports torch.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -128,7 +128,7 @@ def _forked_main(args: tuple[str, ...], cwd: Path, env: dict, timeout: int,
 
 
 # --- pytest-xdist: in which order ------------------------------------------------------------------------
-# `make test` runs two workers with --dist loadfile --no-loadscope-reorder: a test module is one work unit (its
+# `make test` runs three workers with --dist loadfile --no-loadscope-reorder: a test module is one work unit (its
 # module fixtures are built once, on one worker), handed out in the order the workers collected them. Here that
 # order is heaviest first (HEAVY: a module's seconds in one full two-worker run, 2026-12-06 at 6aa7bed), so the long
 # units start at once and the short ones fill the end; the rest follow in file order. (--dist loadgroup would split a module further,
@@ -179,7 +179,7 @@ def pytest_collection_modifyitems(config, items):
 def harness_env(tmp_path_factory) -> dict:
     """Private MLPERF_BUILD_DIR/MLPERF_SCRATCH_PATH for the whole session, exported to os.environ too.
 
-    Under pytest-xdist (`make test` runs two workers) the build folder stays private to each worker, and the
+    Under pytest-xdist (`make test` runs three workers) the build folder stays private to each worker, and the
     scratch folder, where the tiny models and data sets are built (``build_tiny``), is shared by all the
     workers of the run: each tiny variant is built once per run. Tests never write into the shared scratch:
     a test that damages files works on a private copy (``private_scratch``)."""
