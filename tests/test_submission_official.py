@@ -93,14 +93,15 @@ def bounded_runs(common: tuple, short: tuple, env: dict, audit: str, qps: float 
     server = qps is not None
     rate = (f"--server_target_qps={qps}",) if server else ()
     for _ in range(tries):
-        out = run_main("--action=run_harness", *common, *rate, *short, env=env, check=True, latency=server).stdout
+        out = run_main("--action=run_harness", *common, *rate, *short, env=env, check=True,
+                       latency="strict" if server else False).stdout
         if not server or not re.search(r"\bINVALID\b", out):
             break
         qps = round(0.6 * qps, 2)
         rate = (f"--server_target_qps={qps}",)
     for _ in range(tries):
         r = run_main("--action=run_audit_harness", f"--audit_test={audit}", *common, *rate, *short, env=env,
-                     latency=server)
+                     latency="strict" if server else False)
         if not server or (r.returncode != 4 and _latest_audit_valid(env, audit)):
             break
     return out, r
