@@ -111,11 +111,12 @@ def _forked_main(args: tuple[str, ...], cwd: Path, env: dict, timeout: int,
     diffusers imported: the suite's CLI calls (tiny builds, calibration, scoring, staging) otherwise import them
     afresh, 3-6 CPU-s each where the action needs them (tests/test_bert_harness.py alone: 56 CPU-s before, 47.5 after). The harness child of a run is the zygote's next fork,
     as before. None where the zygote cannot serve it (not started yet, another tree, an import-time variable that
-    differs, another PYTHONPATH): the caller starts a fresh interpreter. ``MLPERF_TEST_ZYGOTE_MAIN=0`` turns this off."""
+    differs, another PYTHONPATH or working tree): the caller starts a fresh interpreter. ``MLPERF_TEST_ZYGOTE_MAIN=0`` turns this off."""
     if os.environ.get("MLPERF_TEST_ZYGOTE_MAIN", "1") == "0" or not env.get("MLPERF_ZYGOTE"):
         return None
-    if env.get("PYTHONPATH") != os.environ.get("PYTHONPATH"):
-        return None          # a module put ahead of the installed ones (tests/test_doctor.py): sys.path is the zygote's
+    if env.get("PYTHONPATH") != os.environ.get("PYTHONPATH") or Path(cwd).resolve() != REPO:
+        return None          # a module put ahead of the installed ones (tests/test_doctor.py), or another tree's
+                             # ``code`` (tests/test_add_benchmark.py): sys.path is the zygote's, this repository's
     import tempfile
 
     from code.common.harness import zygote
