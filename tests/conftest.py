@@ -141,38 +141,38 @@ def _forked_main(args: tuple[str, ...], cwd: Path, env: dict, timeout: int,
 # --- pytest-xdist: in which order ------------------------------------------------------------------------
 # `make test` runs three workers with --dist loadfile --no-loadscope-reorder: a test module is one work unit (its
 # module fixtures are built once, on one worker), handed out in the order the workers collected them. Here that
-# order is heaviest first (HEAVY: a module's seconds in one full two-worker run, 2026-12-06 at 6aa7bed), so the long
+# order is heaviest first (HEAVY: a module's seconds in one full three-worker run, 2026-12-06 at 6b549fd), so the long
 # units start at once and the short ones fill the end; the rest follow in file order. (--dist loadgroup would split a module further,
 # but pytest 9 ignores the node-id suffix xdist 3.8 marks groups with, so the submission trees are one file per
 # round instead.)
-HEAVY = ("test_llm_harness",                     # 156 s
-         "test_deepseek_r1",                     # 133 (a build, 6 LLM runs)
-         "test_submission_official",             # v6.1: 130
-         "test_calibration",                     # 123
-         "test_gpu_check",                       # 123 (the CPU dry-run)
-         "test_submission_official_v51",         # 101
-         "test_ray_executor",                    # 99
-         "test_gpt_oss_120b",                    # 93
-         "test_qwen3_vl",                        # 81
-         "test_llama3_1_405b",                   # 77
-         "test_submission_official_v60",         # 75
-         "test_retinanet_harness",               # 71
-         "test_llm_moe_llama31_harness",         # 61
-         "test_yolo",                            # 59
-         "test_rgat",                            # new (2026-12-06): 120 s alone here at load ~7 (43 CPU-s)
-         "test_wan",                             # new (2026-12-06): 150 s alone here at load ~7 (55-65 CPU-s)
-         "test_whisper",                         # 55 (the heaviest in CPU: ~250 CPU-s)
-         "test_submission_endpoints",            # 52 (a server, two endpoints-client runs)
-         "test_llm_http",                        # 51 (two servers started)
-         "test_find_performance",                # 47
-         "test_report",                          # 43
-         "test_sdxl_fidelity",                   # 36
-         "test_reference_sdxl",                  # 35
-         "test_resnet50_harness",                # 33
-         "test_submission_pipeline",             # 33
-         "test_compliance_sdxl",                 # 32
-         "test_faults_filesystem",               # 30
-         "test_sdxl_harness")                    # 29
+HEAVY = ("test_llm_harness",                     # 125 s
+         "test_deepseek_r1",                     # 122 (a build, 6 LLM runs)
+         "test_submission_official_v51",         # 106
+         "test_submission_official",             # 99 (v6.1)
+         "test_gpu_check",                       # 96 (the CPU dry-run)
+         "test_submission_official_v60",         # 94
+         "test_calibration",                     # 93
+         "test_ray_executor",                    # 85
+         "test_whisper",                         # 77
+         "test_gpt_oss_120b",                    # 72
+         "test_llama3_1_405b",                   # 64
+         "test_retinanet_harness",               # 58
+         "test_compliance_sdxl",                 # 53
+         "test_llm_moe_llama31_harness",         # 48
+         "test_find_performance",                # 48
+         "test_sdxl_fidelity",                   # 47
+         "test_submission_endpoints",            # 47 (a server, two endpoints-client runs)
+         "test_qwen3_vl",                        # 47
+         "test_llm_http",                        # 46 (two servers started)
+         "test_submission_pipeline",             # 45
+         "test_yolo",                            # 41
+         "test_sdxl_harness",                    # 37
+         "test_report",                          # 36
+         "test_resnet50_harness",                # 32
+         "test_rgat",                            # 31
+         "test_sdxl_accuracy",                   # 29
+         "test_wan",                             # 28
+         "test_doctor")                          # 28
 
 
 def _module(item: pytest.Item) -> str:
