@@ -152,3 +152,26 @@ def test_final_table_names_checker_errors_with_fixes(smoke):
                and "tiny" not in fix for _, msg, fix in errors), errors
     if os.environ.get("MLPERF_INFERENCE_DIR"):
         assert any(c == "official" for c, _, _ in errors)
+
+
+def test_missing_inputs_tiny_built_real_refused_in_one_line(tmp_path, monkeypatch):
+    """Before any run: a tiny plan's missing models and data are built (the three data actions of each benchmark, in
+    this process); a real plan's are refused in one line naming the make commands, nothing run."""
+    from code.common.errors import HarnessError
+    from code.common.submission import flow
+    from code.main import plan
+
+    monkeypatch.setenv("MLPERF_SCRATCH_PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("MLPERF_BUILD_DIR", str(tmp_path / "build"))
+    calls = []
+    monkeypatch.setattr(flow, "_dispatch", lambda _plan, argv: calls.append(argv) or 0)
+    common = ["--action=run_harness", "--benchmarks=resnet50,bert", "--scenarios=Offline", "--round=v6.1"]
+    flow._inputs(plan([*common, "--model_variant=tiny"])[1], "tiny", plan)
+    assert calls == [[f"--action={a}", f"--benchmarks={b}", "--model_variant=tiny"] for b in ("resnet50", "bert")
+                     for a in ("download_model", "download_data", "preprocess_data")]
+    calls.clear()
+    with pytest.raises(HarnessError) as e:
+        flow._inputs(plan(common)[1], "reference", plan)
+    assert calls == [] and str(e.value).startswith("the plan's models or data are not here: model not found: ")
+    assert e.value.fix == ("make download_model BENCHMARKS=resnet50,bert && make download_data BENCHMARKS=resnet50,bert"
+                           " && make preprocess_data BENCHMARKS=resnet50,bert")

@@ -138,6 +138,7 @@ def submission(cli: dict, plan) -> int:
 
     argvs = {i.key: i.argv(rnd.version, variant, smoke, str(logs)) for i in items}
     settings = {i.key: plan(argvs[i.key])[1][0] for i in items}     # every item resolves before any runs
+    _inputs(settings.values(), variant, plan)
     prog = Progress(items, rnd, smoke)
     done = 0
     try:
@@ -158,6 +159,34 @@ def submission(cli: dict, plan) -> int:
     failed = [k for k, v in state["items"].items() if v.get("state") not in DONE]
     bad_steps = [k for k, v in state["steps"].items() if v != "ok"]
     return 1 if failed or bad_steps or (errors and not smoke) else 0
+
+
+def _inputs(settings, variant: str, plan) -> None:
+    """Every planned benchmark's model and data, before any run: the tiny variant's are built where missing (from
+    their seeds, a few seconds each: a fresh clone's smoke plan runs as it is); the real ones are downloads of up to
+    terabytes, which the plan never starts: one line names them all, with the commands."""
+    from code.common.doctor import check_benchmark
+
+    missing: dict[str, list] = {}
+    for s in settings:
+        if s.benchmark not in missing:
+            missing[s.benchmark] = [c for c in check_benchmark(s) if c.status != "ok"]
+    missing = {b: cs for b, cs in missing.items() if cs}
+    if not missing:
+        return
+    if variant != "tiny":
+        found = "; ".join(c.detail for cs in missing.values() for c in cs)
+        raise HarnessError(f"the plan's models or data are not here: {found}",
+                           " && ".join(f"make {a} BENCHMARKS={','.join(missing)}"
+                                       for a in ("download_model", "download_data", "preprocess_data")))
+    for b in missing:
+        print(f"[submission] tiny {b}: model or data missing, building them (download_model, download_data, "
+              f"preprocess_data)")
+        for action in ("download_model", "download_data", "preprocess_data"):
+            rc = _dispatch(plan, [f"--action={action}", f"--benchmarks={b}", "--model_variant=tiny"])
+            if rc:
+                raise HarnessError(f"building the tiny {b} ({action}) ended with exit {rc}",
+                                   f"make {action} BENCHMARKS={b} MODEL_VARIANT=tiny")
 
 
 def _one(item, n, items, s, run, state, logs, smoke, prog, done, save) -> int:
