@@ -20,14 +20,11 @@ usage: [MLPERF_SHARED_CPU=1] python scripts/bench_yolo.py [--seconds 20] [--repe
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import REPO, offline_settings, offline_vs_raw, prepare_tiny, report  # noqa: E402
+from bench_common import offline_bench_main, processor_rate  # noqa: E402
 
 
 def raw_loop(settings, seconds: float) -> float:
@@ -39,33 +36,9 @@ def raw_loop(settings, seconds: float) -> float:
     engine = get_backend(settings.backend).load(b.generate_engines()["yolo"], spec)
     qsl = b.make_qsl()
     qsl.load(range(qsl.performance_count))
-    proc = YoloProcessor(engine, qsl, spec.batch_size, b.size)
-    proc.warmup()
-    n, t0, bs = 0, time.perf_counter(), spec.batch_size
-    while time.perf_counter() - t0 < seconds:
-        proc.process([(n + k) % qsl.performance_count for k in range(bs)])
-        n += bs
-    return n / (time.perf_counter() - t0)
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=20.0, help="length of each measurement")
-    ap.add_argument("--reference", action="store_true", help="the real model and data instead of the tiny variant")
-    ap.add_argument("--repeats", type=int, default=3, help="harness runs, each between two raw loops")
-    ap.add_argument("--root", default=str(REPO / "build" / "bench_yolo"))
-    a = ap.parse_args()
-    tiny = not a.reference
-    if tiny:
-        prepare_tiny(Path(a.root), "yolo")
-    s = offline_settings("yolo", [f"--min_duration={int(a.seconds * 1000)}", "--min_query_count=1"], tiny)
-    fig = {"model": "tiny YOLO11 (256x256)" if tiny else "YOLOv11l (640x640)", "batch_size": s.batch_size(),
-           "threads": s.cpu_threads or len(os.sched_getaffinity(0)),
-           **offline_vs_raw(lambda extra: offline_settings("yolo", extra, tiny), [], lambda: raw_loop(s, a.seconds),
-                            a.seconds, a.repeats, Path(a.root))}
-    report(fig, Path(a.root))
-    return 0
+    return processor_rate(YoloProcessor(engine, qsl, spec.batch_size, b.size), qsl.performance_count, seconds)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(offline_bench_main(__doc__, "yolo", lambda tiny: "tiny YOLO11 (256x256)" if tiny else
+                                "YOLOv11l (640x640)", raw_loop, seconds=20.0, repeats=3))
