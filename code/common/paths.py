@@ -53,3 +53,18 @@ def systems_dir() -> Path:
 
 def data_maps_dir() -> Path:
     return Path(os.environ.get("MLPERF_DATA_MAPS_DIR", REPO_ROOT / "data_maps"))
+
+
+def given_data_dir(data_dir: str | None, env: str, what: str, holds: str) -> Path | None:
+    """A local folder of official files: ``data_dir`` (--data_dir), else $``env``, else None; one that does not exist
+    is an error naming what it must hold (``what``: "SDXL data", ``holds``: the files)."""
+    from code.common.errors import MissingDataError
+
+    d = data_dir or os.environ.get(env)
+    if not d:
+        return None
+    p = Path(d).expanduser()
+    if not p.is_dir():
+        raise MissingDataError(f"{what} folder {p} does not exist", f"point --data_dir (or ${env}) at a folder holding "
+                               f"{holds}")
+    return p

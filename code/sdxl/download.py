@@ -12,6 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
+from code.common import paths
 from code.common.errors import HarnessError, MissingDataError
 from code.common.fileio import download, git_blob_sha1, sha256_file, staged_path, write_json, write_text
 from code.sdxl.constants import HF_MODEL_ID, TINY_CAL_CAPTIONS, TINY_SAMPLES, TINY_SEED, latent_side
@@ -44,15 +45,8 @@ def checksum_ok(name: str, path: str | os.PathLike) -> bool:
 
 
 def local_data_dir(data_dir: str | None) -> Path | None:
-    """The folder named by --data_dir, else $MLPERF_SDXL_DATA_DIR, else None."""
-    d = data_dir or os.environ.get(DATA_ENV)
-    if not d:
-        return None
-    p = Path(d).expanduser()
-    if not p.is_dir():
-        raise MissingDataError(f"SDXL data folder {p} does not exist", f"point --data_dir (or ${DATA_ENV}) at a "
-                               "folder holding captions_source.tsv, latents.npy and sample_ids.txt")
-    return p
+    """The folder named by --data_dir, else ${DATA_ENV}, else None."""
+    return paths.given_data_dir(data_dir, DATA_ENV, "SDXL data", "captions_source.tsv, latents.npy and sample_ids.txt")
 
 
 def fetch_one(name: str, dest_dir: Path, local: Path | None, log=print) -> Path:

@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from code.common import paths
 from code.common.errors import HarnessError, MissingDataError
 from code.common.fileio import download, sha256_file, staged_path, write_json
 from code.wan.constants import HF_MODEL_ID, HF_REVISION
@@ -40,14 +40,8 @@ COMPLETE = "download.json"
 
 
 def local_data_dir(data_dir: str | None) -> Path | None:
-    d = data_dir or os.environ.get(DATA_ENV)
-    if not d:
-        return None
-    p = Path(d).expanduser()
-    if not p.is_dir():
-        raise MissingDataError(f"Wan data folder {p} does not exist",
-                               f"point --data_dir (or ${DATA_ENV}) at a folder holding {PROMPTS}")
-    return p
+    """The folder named by --data_dir, else ${DATA_ENV}, else None."""
+    return paths.given_data_dir(data_dir, DATA_ENV, "Wan data", PROMPTS)
 
 
 def _copy_checked(src: Path, dest: Path, want: str) -> Path:
