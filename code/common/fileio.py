@@ -434,3 +434,12 @@ def _umask() -> int:
         os.umask(m)
         _UMASK.append(m)
     return _UMASK[0]
+
+
+def save_seeded_pipeline(pipe, model_dir: str | os.PathLike, seed: int) -> Path:
+    """A tiny diffusers pipeline built from ``seed``, saved atomically with save_pretrained and its seed (SEED)."""
+    model_dir = Path(model_dir)
+    with staged_dir(model_dir) as tmp:
+        pipe.save_pretrained(tmp, safe_serialization=True)
+        (tmp / "SEED").write_text(f"{seed}\n")
+    return model_dir

@@ -84,14 +84,9 @@ def build_pipeline(seed: int = 0):
 
 def save_tiny(model_dir: str | Path, seed: int = 0) -> Path:
     """Build the seeded tiny pipeline and save it (atomically) with save_pretrained."""
-    from code.common.fileio import staged_dir
+    from code.common.fileio import save_seeded_pipeline
 
-    model_dir = Path(model_dir)
-    pipe = build_pipeline(seed)
-    with staged_dir(model_dir) as tmp:
-        pipe.save_pretrained(tmp, safe_serialization=True)
-        (tmp / "SEED").write_text(f"{seed}\n")
-    return model_dir
+    return save_seeded_pipeline(build_pipeline(seed), model_dir, seed)
 
 
 def is_pipeline_dir(model_dir: str | Path) -> bool:
