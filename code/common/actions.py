@@ -304,13 +304,13 @@ def action_run_power_harness(cli, settings) -> int:
         raise HarnessError(f"--power_server={server}: the port must be a number",
                            f"--power_server={host}:{ptd.DEFAULT_PORT}") from None
     stamp = runner.timestamp()
+    run_cli = {k: v for k, v in cli.items() if k != "power_server"}
     for s in settings:
         logs = paths.logs_dir() / "power" / stamp / f"{s.benchmark}_{s.scenario}_{s.config_ver}"
         out = paths.build_dir() / "power_results" / stamp / s.benchmark / s.scenario / s.config_ver / "performance"
         logs.mkdir(parents=True, exist_ok=True)
-        run_cli = {k: v for k, v in cli.items() if k != "power_server"}
 
-        def workload(s=s, logs=logs, run_cli=run_cli) -> None:      # a fresh log folder for each of the two runs
+        def workload(s=s, logs=logs) -> None:      # a fresh log folder for each of the two runs
             rc = action_run_harness({**run_cli, "action": "run_harness", "log_dir": tempfile.mkdtemp(dir=logs)}, [s])
             if rc:
                 raise HarnessError(f"the {s.benchmark} {s.scenario} run under the power server ended with exit {rc}",

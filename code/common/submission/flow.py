@@ -166,6 +166,7 @@ def _inputs(settings, variant: str, plan) -> None:
     their seeds, a few seconds each: a fresh clone's smoke plan runs as it is); the real ones are downloads of up to
     terabytes, which the plan never starts: one line names them all, with the commands."""
     from code.common.doctor import check_benchmark
+    from code.common.fields import DATA
 
     missing: dict[str, list] = {}
     for s in settings:
@@ -178,11 +179,11 @@ def _inputs(settings, variant: str, plan) -> None:
         found = "; ".join(c.detail for cs in missing.values() for c in cs)
         raise HarnessError(f"the plan's models or data are not here: {found}",
                            " && ".join(f"make {a} BENCHMARKS={','.join(missing)}"
-                                       for a in ("download_model", "download_data", "preprocess_data")))
+                                       for a in DATA))
     for b in missing:
         print(f"[submission] tiny {b}: model or data missing, building them (download_model, download_data, "
               f"preprocess_data)")
-        for action in ("download_model", "download_data", "preprocess_data"):
+        for action in DATA:
             rc = _dispatch(plan, [f"--action={action}", f"--benchmarks={b}", "--model_variant=tiny"])
             if rc:
                 raise HarnessError(f"building the tiny {b} ({action}) ended with exit {rc}",
