@@ -8,11 +8,13 @@ from typing import Any
 import numpy as np
 
 from code.common.llm.harness import Generation, LLMBenchmark, text_or_none
+from code.common.llm.sampling import Sampling
 from code.deepseek_r1 import SPEC, dataset
 
-# language/deepseek-r1/utils/backend_registry.py: temperature 0, max_new_tokens / max_tokens MAX_OSL = 20,000.
+# language/deepseek-r1/utils/backend_registry.py: temperature 0 (greedy), top_p 1.0, seed 42 (vllm, sglang),
+# max_new_tokens / max_tokens MAX_OSL = 20,000.
 # The tiny model asks for at least 2 tokens: LoadGen with use_token_latencies logs an error for a 1-token answer.
-REAL = Generation(max_new_tokens=20_000, min_new_tokens=1)
+REAL = Generation(max_new_tokens=20_000, min_new_tokens=1, sampling=Sampling(temperature=0.0, top_p=1.0, seed=42))
 TINY = Generation(max_new_tokens=64, min_new_tokens=2)
 DIALECT = "plain"                  # code.common.llm.exact_match: the reference's rules over the whole text
 LCB_RELEASE = "release_v1"         # eval_accuracy.py's lcb_runner release_version

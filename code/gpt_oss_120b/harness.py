@@ -3,8 +3,10 @@ AccuracyOnly runs, the performance set for every other), generation (up to 32,76
 10,240 for performance, as the reference's generation configs) and exact-match scoring
 (``code.common.llm.exact_match``, harmony rules, sub-datasets weighted by 1 / their repeats).
 
-Decoding: the harness's engines decode greedily; the reference samples at temperature 1.0 (top_p 1, top_k off),
-so a real run's answers are the greedy ones. The text scored keeps the special tokens (the reference decodes the
+Decoding: as the reference (generation_config.json, README "Generation Configuration"), sampling at temperature
+1.0 with top_p 1.0 and top_k off (its -1 / 0); each sample draws from its own stream seeded from the run's seed and
+its index (``code.common.llm.sampling``; the reference names no seed: 0). The tiny variant decodes greedily: its
+reference is plain ``model.generate``. The text scored keeps the special tokens (the reference decodes the
 log with ``skip_special_tokens=False``): its extraction reads the harmony ``final`` channel by its markers.
 LiveCodeBench answers are judged by running the question's tests (``code.common.llm.livecodebench``, lcb_runner's
 rules, code_generation_lite ``release_v6`` as the reference, fetched by ``download_data`` beside the data).
@@ -19,11 +21,14 @@ import numpy as np
 from code.common.errors import MissingDataError
 from code.common.fileio import read_json, write_json
 from code.common.llm.harness import Generation, LLMBenchmark, load_prompts, save_prompts, text_or_none
+from code.common.llm.sampling import Sampling
 from code.gpt_oss_120b import SPEC, dataset
 
-# language/gpt-oss-120b README "Generation Configuration": max_output_len 32768 (accuracy) / 10240 (performance).
-ACCURACY = Generation(max_new_tokens=32_768, min_new_tokens=1)
-PERFORMANCE = Generation(max_new_tokens=10_240, min_new_tokens=1)
+# language/gpt-oss-120b README "Generation Configuration": max_output_len 32768 (accuracy) / 10240 (performance);
+# temperature 1.0, top_p 1.0, top_k 0 (generation_config.json: -1, disabled).
+SAMPLING = Sampling(temperature=1.0, top_k=0, top_p=1.0, seed=0)
+ACCURACY = Generation(max_new_tokens=32_768, min_new_tokens=1, sampling=SAMPLING)
+PERFORMANCE = Generation(max_new_tokens=10_240, min_new_tokens=1, sampling=SAMPLING)
 # The tiny model asks for at least 2 tokens: LoadGen with use_token_latencies logs an error for a 1-token answer.
 TINY = Generation(max_new_tokens=48, min_new_tokens=2)
 DIALECT = "harmony"                # code.common.llm.exact_match: the final channel first

@@ -30,7 +30,8 @@ import numpy as np
 
 from code.common.backends.base import Backend
 from code.common.errors import HarnessError
-from code.common.llm.generation import GenRequest, GenerationProcessor, Scheduler
+from code.common.llm.generation import GenRequest, GenerationProcessor, Scheduler, decoding
+from code.common.llm.sampling import GREEDY, Sampling
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +56,7 @@ class WorkerSpec:
     pad_token_id: int = 0
     max_context: int = 0
     num_beams: int = 1
+    sampling: Sampling = GREEDY        # the benchmark's decoding (code.common.llm.sampling), for every request
     threads: int = 0                   # CPU: torch intra-op threads of this worker (0: all cores)
     cpu_cores: tuple[int, ...] = ()    # CPU: pin the worker thread here
     name: str = "gen-worker-0"
@@ -163,7 +165,7 @@ class TransformersBackend(LLMBackend):
                                      pad_token_id=spec.pad_token_id,
                                      max_context=spec.max_context)
         return Scheduler(step, spec.max_batch_size, mode=spec.batching, max_num_tokens=spec.max_num_tokens,
-                         batch_timeout_s=spec.batch_timeout_s, name=spec.name, thread_init=init)
+                         batch_timeout_s=spec.batch_timeout_s, name=spec.name, thread_init=init, sampling=spec.sampling)
 
 
 class BeamSearchProcessor(Scheduler):
@@ -236,7 +238,7 @@ class VLLMProcessor(GenerationProcessor):
                           max_num_batched_tokens=spec.max_num_tokens or None, enable_prefix_caching=False,
                           max_model_len=spec.max_context or None, seed=0)
         self.engine = LLMEngine.from_engine_args(args)
-        self.spec = spec
+        self.spec, self.sampling = spec, spec.sampling
         self.max_batch_size, self.eos_token_id = spec.max_batch_size, spec.eos_token_id
         self._new: list[GenRequest] = []
         self._live: dict[str, GenRequest] = {}
@@ -276,7 +278,8 @@ class VLLMProcessor(GenerationProcessor):
                 for r in new:
                     rid = str(r.qid)
                     self._live[rid] = r
-                    params = self.SamplingParams(temperature=0.0, max_tokens=r.max_new_tokens,
+                    params = self.SamplingParams(**vllm_sampling(decoding(r, self.sampling)),
+                                                 max_tokens=r.max_new_tokens,
                                                  min_tokens=r.min_new_tokens, detokenize=False,
                                                  stop_token_ids=list(self.spec.extra_eos)
                                                  + (list(r.stop) if len(r.stop) == 1 else []) or None)
@@ -354,7 +357,7 @@ class TensorRTLLMProcessor(GenerationProcessor):
     asyncio loop of this worker's own thread."""
 
     def __init__(self, spec: WorkerSpec):
-        self.spec = spec
+        self.spec, self.sampling = spec, spec.sampling
         self.llm = _trtllm_llm(spec.model_dir, spec)
         self.max_batch_size, self.eos_token_id = spec.max_batch_size, spec.eos_token_id
         self.errors: list[BaseException] = []
@@ -379,9 +382,11 @@ class TensorRTLLMProcessor(GenerationProcessor):
     async def _one(self, r: GenRequest) -> None:
         from tensorrt_llm import SamplingParams
 
+        how = decoding(r, self.sampling)
         params = SamplingParams(max_tokens=r.max_new_tokens, min_tokens=r.min_new_tokens, end_id=self.spec.eos_token_id,
                                 stop_token_ids=list(self.spec.extra_eos) or None,
-                                pad_id=self.spec.pad_token_id, top_k=1, detokenize=False)
+                                pad_id=self.spec.pad_token_id, detokenize=False,
+                                **trtllm_sampling(how))
         toks: list[int] = []
         try:
             result = self.llm.generate_async([int(t) for t in r.prompt], sampling_params=params, streaming=True)
@@ -419,6 +424,24 @@ class TensorRTLLMProcessor(GenerationProcessor):
         self.llm.shutdown()
 
 
+def vllm_sampling(how: tuple[Sampling, int] | None) -> dict:
+    """vLLM's SamplingParams (and its OpenAI server's request fields) for a request's decoding: temperature 0 when
+    greedy; else temperature, top_p, top_k (-1: off) and the request's own seed."""
+    if how is None:
+        return {"temperature": 0.0}
+    s, seed = how
+    return {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k if s.top_k > 0 else -1, "seed": seed}
+
+
+def trtllm_sampling(how: tuple[Sampling, int] | None) -> dict:
+    """TensorRT-LLM's SamplingParams for a request's decoding: top_k 1 when greedy; else temperature, top_k (0: all
+    logits), top_p (given: with neither top_k nor top_p set it decodes greedily) and the request's seed."""
+    if how is None:
+        return {"top_k": 1}
+    s, seed = how
+    return {"temperature": s.temperature, "top_k": max(0, s.top_k), "top_p": s.top_p, "seed": seed}
+
+
 def _stopped(r: GenRequest, tokens: list[int]) -> list[int] | None:
     """The output cut after ``r``'s stop sequence, once the engine's tokens contain it (else None)."""
     from code.common.llm.generation import cut_at_stop, ends_with_stop
@@ -442,4 +465,4 @@ class OpenAIBackend(LLMBackend):
         return OpenAIProcessor(spec.endpoint, model=spec.served_model or None, max_inflight=spec.max_batch_size,
                                timeout_s=spec.request_timeout_s, eos_token_id=spec.eos_token_id,
                                start_fix=spec.start_fix, name=spec.name, api=spec.api, token_ids=spec.token_ids,
-                               tokenizer_dir=spec.model_dir)
+                               tokenizer_dir=spec.model_dir, sampling=spec.sampling)

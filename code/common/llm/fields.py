@@ -12,6 +12,16 @@ LLM_FIELDS: tuple[Field, ...] = (
           choices=("inflight", "static")),
     Field("llm_max_num_tokens", parse_int, 0, "Token budget of one scheduler step: the prompt tokens of requests "
           "joining plus one per running sequence (0: no budget beyond gpu_batch_size).", minimum=0),
+    Field("llm_temperature", parse_float, None, "Sampling temperature (default: the benchmark reference's: GPT-OSS-120B "
+          "1.0, the others 0). 0: greedy decoding (the argmax); above 0, each sample draws its tokens from its own "
+          "seeded stream (--llm_seed).", minimum=0.0),
+    Field("llm_top_k", parse_int, None, "Top-k filter when sampling (default: the reference's; 0: off, the "
+          "references' -1; 1: greedy).", minimum=-1),
+    Field("llm_top_p", parse_float, None, "Top-p (nucleus) filter when sampling (default: the reference's; 1.0: off).",
+          minimum=0.0, maximum=1.0),
+    Field("llm_seed", parse_int, None, "Seed of the sampling streams (default: the reference's, 42 where it names "
+          "one, else 0): sample i draws from a stream seeded by (seed, i), in process and as the request's seed on "
+          "an OpenAI-compatible server, so its tokens do not depend on its batch.", minimum=0),
     Field("llm_sample_count", parse_int, 0, "Use only the first N dataset samples (0: all). A subset is never valid "
           "for submission.", minimum=0),
     Field("ttft_latency_ns", parse_int, 0, "Time-to-first-token bound override (0: mlperf.conf's for this benchmark "

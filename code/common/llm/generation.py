@@ -20,9 +20,10 @@ only know how to run a forward pass implement ``StepModel`` and get batching fro
   and runs until its last sequence ends; finished sequences stay in the batch (their rows are still
   computed, as in a padded ``generate`` call) but complete to LoadGen as soon as they end.
 
-Greedy decoding only (every MLPerf LLM reference decodes greedily): the next token is the argmax,
-with the EOS suppressed until ``min_new_tokens`` tokens exist (as transformers'
-``MinNewTokensLengthLogitsProcessor`` does).
+Decoding (``code.common.llm.sampling``): greedy (the argmax) unless the request's ``Sampling`` samples (GPT-OSS-120B's
+reference: temperature 1.0); a sampling request draws from its own stream, seeded from the run's seed and its QSL
+index (or the ``seed`` it carries), so its tokens do not depend on its batch. The EOS is suppressed until
+``min_new_tokens`` tokens exist (as transformers' ``MinNewTokensLengthLogitsProcessor`` does).
 """
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ import time
 from typing import Callable, Sequence
 
 import numpy as np
+
+from code.common.llm.sampling import GREEDY, Sampling
 
 
 @dataclasses.dataclass(eq=False)
@@ -51,6 +54,16 @@ class GenRequest:
     first_at: float = 0.0            # when its first token existed
     done: bool = False
     media: dict | None = None        # a vision-language sample's chat messages ({"messages": [...]}: code.common.llm.vision)
+    sampling: Sampling | None = None  # None: the processor's (the benchmark's generation settings)
+    seed: int | None = None          # this sample's stream; None: sampling.request_seed(index)
+
+
+def decoding(r: GenRequest, default: Sampling) -> tuple[Sampling, int] | None:
+    """How ``r`` decodes: None when greedy, else its Sampling and the seed of its own stream."""
+    s = r.sampling or default
+    if s.greedy:
+        return None
+    return s, (r.seed if r.seed is not None else s.request_seed(r.index))
 
 
 FirstFn = Callable[[GenRequest, int], None]
@@ -62,6 +75,7 @@ class GenerationProcessor(abc.ABC):
 
     max_batch_size: int = 1
     eos_token_id: int | None = None
+    sampling: Sampling = GREEDY      # how requests without their own Sampling decode
 
     def start(self, on_first: FirstFn, on_done: DoneFn) -> None:
         self.on_first, self.on_done = on_first, on_done
@@ -104,9 +118,11 @@ class StepModel(abc.ABC):
     max_context: int = 0             # prompt + output tokens one row may hold
 
     @abc.abstractmethod
-    def join(self, prompts: Sequence[np.ndarray], suppress_eos: Sequence[bool]) -> list[int]:
+    def join(self, prompts: Sequence[np.ndarray], suppress_eos: Sequence[bool],
+             sampling: Sequence[tuple[Sampling, int] | None] | None = None) -> list[int]:
         """Prefill ``prompts`` (one forward over all of them), append them as rows at the end of the
-        batch and return the first output token of each (greedy)."""
+        batch and return the first output token of each. ``sampling``: per joiner, None (greedy) or its
+        Sampling and stream seed, which the row keeps until it leaves; omitted: every joiner greedy."""
 
     @abc.abstractmethod
     def step(self, last_tokens: Sequence[int], suppress_eos: Sequence[bool]) -> list[int]:
@@ -131,7 +147,7 @@ class NullStepModel(StepModel):
         self.eos_token_id, self.vocab_size, self.max_context = eos_token_id, vocab_size, max_context
         self.rows = 0
 
-    def join(self, prompts, suppress_eos):
+    def join(self, prompts, suppress_eos, sampling=None):
         self.rows += len(prompts)
         return [1] * len(prompts)
 
@@ -182,13 +198,15 @@ class Scheduler(GenerationProcessor):
     """In-flight or static batching of GenRequests over one StepModel, on one worker thread."""
 
     def __init__(self, model: StepModel, max_batch_size: int, *, mode: str = "inflight", max_num_tokens: int = 0,
-                 batch_timeout_s: float = 0.0, name: str = "gen-worker-0", thread_init: Callable[[], None] | None = None):
+                 batch_timeout_s: float = 0.0, name: str = "gen-worker-0", thread_init: Callable[[], None] | None = None,
+                 sampling: Sampling = GREEDY):
         if mode not in ("inflight", "static"):
             raise ValueError(f"batching mode {mode!r} is not inflight or static")
         self.model, self.mode, self.name = model, mode, name
         self.max_batch_size = max(1, max_batch_size)
         self.max_num_tokens = max_num_tokens
         self.batch_timeout_s = batch_timeout_s
+        self.sampling = sampling
         self.eos_token_id = model.eos_token_id
         self.extra_eos = tuple(getattr(model, "extra_eos", ()))
         self._thread_init = thread_init
@@ -248,6 +266,7 @@ class Scheduler(GenerationProcessor):
         c = dict(self.counters)
         c["mean_rows_per_step"] = round(c["row_steps"] / c["steps"], 3) if c["steps"] else 0.0
         c["mode"] = self.mode
+        c["sampling"] = self.sampling.record()
         return c
 
     # --- the loop ---------------------------------------------------------------------------------
@@ -303,7 +322,9 @@ class Scheduler(GenerationProcessor):
         model, c = self.model, self.counters
         finished: list[int] = []
         if joiners:
-            firsts = model.join([r.prompt for r in joiners], [r.min_new_tokens > 0 for r in joiners])
+            ps, sup = [r.prompt for r in joiners], [r.min_new_tokens > 0 for r in joiners]
+            how = [decoding(r, self.sampling) for r in joiners]
+            firsts = model.join(ps, sup, how) if any(how) else model.join(ps, sup)
             c["joins"] += 1
             c["prefill_tokens"] += sum(len(r.prompt) for r in joiners)
             now = time.monotonic()

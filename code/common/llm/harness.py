@@ -22,16 +22,18 @@ from code.common import paths
 from code.common.benchmark import QSL, Benchmark
 from code.common.errors import HarnessError, MissingDataError
 from code.common.fileio import check_hf_folder, read_json, staged_path, write_json
+from code.common.llm.sampling import GREEDY, Sampling
 
 
 @dataclasses.dataclass(frozen=True)
 class Generation:
-    """The reference's generation settings (greedy unless ``num_beams`` > 1)."""
+    """The reference's generation settings (greedy unless ``num_beams`` > 1 or ``sampling`` samples)."""
 
     max_new_tokens: int
     min_new_tokens: int = 0
     num_beams: int = 1
     strip_eos: bool = False          # outputs are reported without their trailing EOS (Mixtral's reference)
+    sampling: Sampling = GREEDY      # temperature, top_k, top_p, seed (--llm_temperature ... override them)
 
 
 class PromptQSL(QSL):
@@ -139,6 +141,13 @@ class LLMBenchmark(Benchmark):
     # --- hooks ----------------------------------------------------------------------------------------
     def generation(self) -> Generation:
         raise NotImplementedError
+
+    def sampling(self) -> Sampling:
+        """The run's decoding: ``generation().sampling`` with what --llm_temperature, --llm_top_k, --llm_top_p and
+        --llm_seed (or config.json) set."""
+        s, v = self.generation().sampling, self.settings.values
+        over = {k: v.get(f"llm_{k}") for k in ("temperature", "top_k", "top_p", "seed") if v.get(f"llm_{k}") is not None}
+        return dataclasses.replace(s, **over) if over else s
 
     def make_tiny_raw(self, tokenizer, out_dir: Path, targets: Sequence[str] | None = None) -> None:
         """Write the synthetic dataset in the reference's raw format into out_dir (seeded: the same
@@ -506,6 +515,11 @@ class LLMBenchmark(Benchmark):
         eos, extra = (eos[0], tuple(eos[1:])) if isinstance(eos, list) and eos else (eos, ())
         pad = cfg.get("pad_token_id")
         pad = pad if pad is not None else (eos or 0)
+        sampling = self.sampling()
+        if gen.num_beams > 1 and not sampling.greedy:
+            raise HarnessError(f"{self.spec.name} decodes with {gen.num_beams} beams; sampling (temperature "
+                               f"{sampling.temperature:g}, top_k {sampling.top_k}) does not combine with beams",
+                               "drop --llm_temperature / --llm_top_k")
         if backend is not None and backend.remote:
             from code.common.llm import servers
 
@@ -513,7 +527,7 @@ class LLMBenchmark(Benchmark):
             served = s.values.get("llm_served_model") or served
             return [WorkerSpec(model_dir=model_dir, precision=s.precision, device="remote", max_batch_size=s.batch_size(),
                                eos_token_id=eos, extra_eos=extra, pad_token_id=pad,
-                               num_beams=gen.num_beams, endpoint=u, served_model=served,
+                               num_beams=gen.num_beams, sampling=sampling, endpoint=u, served_model=served,
                                request_timeout_s=float(s.values.get("llm_request_timeout_s") or 300.0),
                                start_fix=servers.start_command(self.spec.name, s.model_variant), name=f"openai-{i}",
                                api=s.values.get("llm_api") or "completions",
@@ -545,7 +559,7 @@ class LLMBenchmark(Benchmark):
                 expert_parallel_size=ep, distributed_backend=dist,
                 kv_cache_memory_fraction=s.kv_cache_memory_fraction, eos_token_id=eos, extra_eos=extra,
                 pad_token_id=pad, max_context=self.max_context(),
-                num_beams=gen.num_beams, threads=s.cpu_threads or max(1, cores // len(devs)),
+                num_beams=gen.num_beams, sampling=sampling, threads=s.cpu_threads or max(1, cores // len(devs)),
                 cpu_cores=tuple(sl or ()), name=f"gen-worker-{i}"))
         if backend is not None:
             backend.place(out)

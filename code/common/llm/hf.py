@@ -5,7 +5,8 @@ cache; it is merged into the running one by left-padding the shorter of the two 
 the attention mask) and concatenating on the batch dimension. Rows that leave are dropped with
 ``DynamicCache.batch_select_indices``, and leading columns that no row uses any more are trimmed.
 Positions are kept per row (``position_ids``), so a row's numbers do not depend on its padding:
-at batch 1 the tokens are those of ``model.generate`` with greedy decoding (tests prove it).
+at batch 1 the tokens are those of ``model.generate`` with greedy decoding (tests prove it). A sampling row
+keeps its own random stream (``code.common.llm.sampling``) from join to leave.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class TransformersStepModel(StepModel):
         self.cache = None
         self.mask = None       # (rows, cache length) long
         self.pos = None        # (rows,) next position of each row
+        self.samplers: list = []   # per row: None (greedy) or its sampling.RowSampler
 
     # --- helpers ------------------------------------------------------------------------------------
     def _forward(self, ids, mask, positions, cache):
@@ -47,13 +49,17 @@ class TransformersStepModel(StepModel):
             kw["logits_to_keep"] = 1
         return self.model(**kw).logits[:, -1, :]
 
-    def _greedy(self, logits, suppress_eos: Sequence[bool]) -> list[int]:
+    def _pick(self, logits, suppress_eos: Sequence[bool], samplers: Sequence) -> list[int]:
+        from code.common.llm.sampling import choose
+
         logits = logits.float()
         if self.eos_token_id is not None and any(suppress_eos):
             rows = self.torch.tensor([i for i, s in enumerate(suppress_eos) if s], device=logits.device)
             for e in (self.eos_token_id, *self.extra_eos):
                 logits[rows, e] = -float("inf")
-        return logits.argmax(-1).tolist()
+        if not any(samplers):
+            return logits.argmax(-1).tolist()
+        return choose(logits, samplers)
 
     def _new_cache(self):
         from transformers import DynamicCache
@@ -71,8 +77,11 @@ class TransformersStepModel(StepModel):
         return torch.cat([torch.full(shape, value, dtype=x.dtype, device=x.device), x], dim=dim)
 
     # --- StepModel -------------------------------------------------------------------------------
-    def join(self, prompts, suppress_eos):
+    def join(self, prompts, suppress_eos, sampling=None):
+        from code.common.llm.sampling import RowSampler
+
         torch = self.torch
+        samplers = [None if h is None else RowSampler(h[0], h[1], self.device) for h in (sampling or [None] * len(prompts))]
         lens = [len(p) for p in prompts]
         width = max(lens)
         self._within_window(width, len(prompts))
@@ -85,12 +94,13 @@ class TransformersStepModel(StepModel):
         ids, mask, positions = ids.to(self.device), mask.to(self.device), positions.to(self.device)
         cache = self._new_cache()
         with torch.inference_mode():
-            first = self._greedy(self._forward(ids, mask, positions, cache), suppress_eos)
+            first = self._pick(self._forward(ids, mask, positions, cache), suppress_eos, samplers)
         pos = torch.tensor(lens, dtype=torch.long, device=self.device)
         if self.cache is None:
-            self.cache, self.mask, self.pos = cache, mask, pos
+            self.cache, self.mask, self.pos, self.samplers = cache, mask, pos, samplers
         else:
             self._merge(cache, mask, pos)
+            self.samplers = self.samplers + samplers
         return first
 
     def _merge(self, cache, mask, pos) -> None:
@@ -131,7 +141,7 @@ class TransformersStepModel(StepModel):
         self._within_window(self.mask.shape[1] + 1, self.mask.shape[0])
         self.mask = torch.cat([self.mask, torch.ones((self.mask.shape[0], 1), dtype=torch.long, device=self.device)], 1)
         with torch.inference_mode():
-            nxt = self._greedy(self._forward(ids, self.mask, self.pos[:, None], self.cache), suppress_eos)
+            nxt = self._pick(self._forward(ids, self.mask, self.pos[:, None], self.cache), suppress_eos, self.samplers)
         self.pos = self.pos + 1
         return nxt
 
@@ -141,7 +151,9 @@ class TransformersStepModel(StepModel):
         keep = [i for i in range(self.mask.shape[0]) if i not in gone]
         if not keep:
             self.cache = self.mask = self.pos = None
+            self.samplers = []
             return
+        self.samplers = [self.samplers[i] for i in keep]
         idx = torch.tensor(keep, dtype=torch.long, device=self.device)
         self.cache.batch_select_indices(idx)
         self.mask, self.pos = self.mask[idx], self.pos[idx]

@@ -7,7 +7,8 @@ answer to ``QuerySamplesComplete``. One asyncio loop per processor runs its requ
 (pooled keep-alive connections, at most ``max_inflight`` requests on the wire, the rest wait in aiohttp's queue).
 
 Each request: the prompt as token ids, ``max_tokens`` / ``min_tokens`` from the benchmark's generation settings,
-``temperature`` 0 (greedy), ``stream``, ``return_token_ids`` (LoadGen needs the exact ids: vLLM sends them with
+its decoding (``temperature`` 0 when greedy; else ``temperature``, ``top_p``, ``top_k`` where it filters, and the
+sample's own ``seed``, fields vLLM's, SGLang's and trtllm-serve's OpenAI routes take), ``stream``, ``return_token_ids`` (LoadGen needs the exact ids: vLLM sends them with
 this field, and so does the harness's own server), and a stop sequence as ``stop_sequence_ids`` (the harness's
 server) and ``stop`` text (other servers). Beam search is refused: OpenAI's completions API has no beams.
 
@@ -32,7 +33,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from code.common.errors import HarnessError
-from code.common.llm.generation import GenRequest, GenerationProcessor
+from code.common.llm.generation import GenRequest, GenerationProcessor, decoding
+from code.common.llm.sampling import GREEDY, Sampling
 
 START_FIX = 'make run_llm_server RUN_ARGS="--benchmarks={bench} --model_variant={variant}"'
 
@@ -45,8 +47,9 @@ class OpenAIProcessor(GenerationProcessor):
     def __init__(self, endpoint: str, *, model: str | None = None, max_inflight: int = 64, timeout_s: float = 300.0,
                  eos_token_id: int | None = None, stop_text: Callable[[tuple[int, ...]], str] | None = None,
                  start_fix: str = "", name: str = "openai-0", api: str = "completions", token_ids: str = "server",
-                 tokenizer_dir: str | None = None):
+                 tokenizer_dir: str | None = None, sampling: Sampling = GREEDY):
         self.endpoint = endpoint.rstrip("/")
+        self.sampling = sampling
         self.api = api
         self.retokenize = token_ids == "retokenize"
         # the benchmark's tokenizer: the chat route's prompt text, stop strings, and retokenized answers
@@ -160,7 +163,7 @@ class OpenAIProcessor(GenerationProcessor):
                 + (f"; lost: {self.lost}" if self.lost else ""))
 
     def stats(self) -> dict:
-        return {"endpoint": self.endpoint, "model": self.model, **self.counters}
+        return {"endpoint": self.endpoint, "model": self.model, **self.counters, "sampling": self.sampling.record()}
 
     # --- requests -----------------------------------------------------------------------------------
     def submit(self, requests: Sequence[GenRequest]) -> None:
@@ -178,6 +181,11 @@ class OpenAIProcessor(GenerationProcessor):
 
     def body(self, r: GenRequest) -> dict:
         b = {"model": self.model, "max_tokens": int(r.max_new_tokens), "temperature": 0.0, "stream": True}
+        how = decoding(r, self.sampling)
+        if how is not None:            # top_k only when it filters: trtllm-serve takes no -1
+            s, seed = how
+            b.update({"temperature": s.temperature, "top_p": s.top_p, "seed": seed},
+                     **({"top_k": s.top_k} if s.top_k > 0 else {}))
         if r.media is not None:        # a vision-language sample: its own messages (text and image_url parts)
             b["messages"] = r.media["messages"]
         elif self.api == "chat":

@@ -10,7 +10,8 @@ Routes:
 - ``GET /health``: 200 once the model is loaded and warm (503 before);
 - ``GET /v1/models``: the one model it serves (``--served_model``);
 - ``POST /v1/completions``: ``prompt`` as text or as token ids (a list of ints), ``max_tokens``, ``min_tokens``,
-  ``temperature`` (0 only: every MLPerf LLM reference decodes greedily), ``stop`` (strings, tokenized here),
+  ``temperature``, ``top_k`` (0 or -1: off), ``top_p`` and ``seed`` (the request's own stream; each absent one is
+  the benchmark's, as the worker decodes: code.common.llm.sampling), ``stop`` (strings, tokenized here),
   ``stop_token_ids`` (each id ends the output), ``stop_sequence_ids`` (a token sequence that ends it, kept, as the
   harness's own stop sequences are; an extension other servers ignore), ``return_token_ids`` (vLLM's field:
   the answer carries ``prompt_token_ids`` and each choice its ``token_ids``; this server always sends them),
@@ -40,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from code.common.llm.generation import GenRequest, GenerationProcessor
+from code.common.llm.sampling import Sampling
 from code.common.llm.tokentext import Bad, TokenText
 
 MAX_BODY = 64 << 20        # a request body past this is refused (413)
@@ -81,10 +83,9 @@ class Served:
     def request(self, body: dict, chat: bool) -> tuple[GenRequest, list[int], set[int]]:
         if not isinstance(body, dict):
             raise Bad("the body must be a JSON object")
-        if float(body.get("temperature") or 0) != 0:
-            raise Bad("this server decodes greedily: temperature must be 0")
         if int(body.get("n") or 1) != 1 or int(body.get("best_of") or 1) != 1 or body.get("use_beam_search"):
-            raise Bad("this server returns one greedy completion (n=1, no beam search)")
+            raise Bad("this server returns one completion per request (n=1, no beam search)")
+        sampling = self.sampling(body)
         media = None
         if chat:
             msgs = body.get("messages")
@@ -127,9 +128,26 @@ class Served:
             seq = self.text.encode(stop[0], special=False)
         if not all(isinstance(t, int) for t in seq):
             raise Bad("stop_sequence_ids: token ids")
-        r = GenRequest(next(self.ids), 0, np.asarray(prompt, dtype=np.int64), mx, mn, stop=tuple(int(t) for t in seq),
-                       issued=time.monotonic(), media=media)
+        qid = next(self.ids)
+        seed = body.get("seed")
+        r = GenRequest(qid, 0, np.asarray(prompt, dtype=np.int64), mx, mn, stop=tuple(int(t) for t in seq),
+                       issued=time.monotonic(), media=media, sampling=sampling,
+                       seed=sampling.request_seed(qid) if seed is None else int(seed))
         return r, list(prompt), {int(t) for t in body.get("stop_token_ids") or ()}
+
+    def sampling(self, body: dict) -> Sampling:
+        """The request's decoding: its temperature, top_k and top_p, the worker's (the benchmark's) for those it
+        leaves out."""
+        base = self.proc.sampling
+        t, k, p = (body.get(x) for x in ("temperature", "top_k", "top_p"))
+        s = Sampling(temperature=base.temperature if t is None else float(t), top_k=base.top_k if k is None else int(k),
+                     top_p=base.top_p if p is None else float(p), seed=base.seed)
+        if not (s.temperature >= 0 and 0 <= s.top_p <= 1 and s.top_k >= -1):
+            raise Bad(f"temperature {s.temperature:g} / top_p {s.top_p:g} / top_k {s.top_k}: need temperature >= 0, "
+                      "0 <= top_p <= 1 and top_k >= -1")
+        if body.get("seed") is not None and not isinstance(body["seed"], int):
+            raise Bad("seed: an integer")
+        return s
 
     def finish_reason(self, r: GenRequest, tokens: list[int], cut: bool) -> str:
         eos = {self.proc.eos_token_id, *getattr(self.proc, "extra_eos", ())} - {None}
@@ -254,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = load_spec(a.spec)
     w = spec["worker"]
-    worker = WorkerSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in w.items()})
+    worker = WorkerSpec(**{k: Sampling(**v) if k == "sampling" else tuple(v) if isinstance(v, list) else v
+                           for k, v in w.items()})
     text = TokenText(spec["tokenizer"])
     served = Served(None, spec["served_model"], text, int(spec.get("max_new_tokens") or 1024))
     if worker.multimodal:

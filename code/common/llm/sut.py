@@ -213,4 +213,5 @@ class StreamingSUT:
 
     def stats(self) -> dict:
         return {"tokens": self.tokens, "first_tokens": self.first_tokens, "completed": self.completed,
-                "shed": self.shed, "workers": [p.stats() for p in self.processors]}
+                "shed": self.shed, "sampling": self.processors[0].sampling.record() if self.processors else None,
+                "workers": [p.stats() for p in self.processors]}
