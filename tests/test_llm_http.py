@@ -93,8 +93,8 @@ def post(url: str, body: dict) -> tuple[int, dict]:
 
 def test_http_protocol_completions_chat_and_refusals(server):
     """The routes as an OpenAI client sees them (the MLCommons endpoints client speaks chat): a chat request is the
-    completion of its contents (the tiny checkpoint has no chat template), token ids in both; sampling, beams and a
-    wrong model are refused with 4xx and a message."""
+    completion of its contents (the tiny checkpoint has no chat template), token ids in both; a negative temperature,
+    beams and a wrong model are refused with 4xx and a message."""
     url = server["url"]
     code, chat = post(f"{url}/v1/chat/completions", {"model": "llama2_70b-tiny", "max_tokens": 6,
                                                      "messages": [{"role": "user", "content": "hello there"}]})
@@ -102,7 +102,7 @@ def test_http_protocol_completions_chat_and_refusals(server):
     code, comp = post(f"{url}/v1/completions", {"prompt": "hello there", "max_tokens": 6})
     assert code == 200 and comp["choices"][0]["token_ids"] == chat["choices"][0]["token_ids"], (comp, chat)
     assert len(comp["choices"][0]["token_ids"]) == comp["usage"]["completion_tokens"] <= 6
-    for body, status, needle in (({"prompt": "x", "temperature": 0.7}, 400, "greedily"),
+    for body, status, needle in (({"prompt": "x", "temperature": -0.7}, 400, "temperature"),
                                  ({"prompt": "x", "use_beam_search": True}, 400, "beam"),
                                  ({"prompt": "x", "model": "gpt-4"}, 404, "not served here"),
                                  ({"prompt": [], "max_tokens": 2}, 400, "prompt")):

@@ -242,3 +242,48 @@ def test_http_bodies_carry_the_sampling_and_the_server_answers_the_in_process_to
     print(f"[sampling] HTTP bodies: {json.dumps({k: sampled[0][k] for k in ('temperature', 'top_k', 'top_p', 'seed')})}")
     assert got[s] == generate(model, prompts, s, 4)              # the server's tokens: the in-process ones
     assert got[Sampling()] == generate(model, prompts, Sampling(), 4)
+
+
+# --- a run through LoadGen: metadata.json records the decoding; its tokens are the seeded streams' ---------------
+
+def test_a_sampled_run_records_its_decoding_and_answers_each_samples_seeded_stream(tiny_llama, tmp_path):
+    """The tiny Llama2 at temperature 1.0, top_p 0.9, seed 3 (flags through the schema), in-flight batch 4 through
+    LoadGen: metadata.json's generation.sampling says so, and every sample's tokens are those the same stream gives
+    it at batch 1 in process; plain generate's greedy answers differ."""
+    from pathlib import Path
+
+    from code.common.llm import tiny
+    from code.common.llm.harness import load_prompts
+    from code.llama2_70b.harness import TINY as GEN
+    from tests.conftest import metadata_under, run_main
+    from tests.test_llm_harness import generate_reference, tokens_of
+
+    n = 8
+    run_main("--action=run_harness", "--benchmarks=llama2_70b", "--model_variant=tiny", "--scenarios=Offline",
+             "--test_mode=AccuracyOnly", "--gpu_batch_size=4", f"--llm_sample_count={n}", "--llm_temperature=1.0",
+             "--llm_top_p=0.9", "--llm_seed=3", f"--log_dir={tmp_path}", env=tiny_llama)
+    [m] = metadata_under(tmp_path)
+    s = Sampling(temperature=1.0, top_k=0, top_p=0.9, seed=3)
+    assert m["generation"]["sampling"] == {**s.record(), "decoding": "sampling"}, m.get("error")
+    assert m["settings"]["llm_temperature"] == 1.0 and m["settings"]["llm_seed"] == 3
+    got = tokens_of(m["log_dir"])
+    scratch = Path(tiny_llama["MLPERF_SCRATCH_PATH"])
+    model = tiny.load_model(scratch / "models" / "llama2_70b" / "tiny" / "checkpoint")
+    prompts = load_prompts(scratch / "preprocessed_data" / "llama2_70b" / "tiny" / "prompts.npz")[:n]
+    sched = Scheduler(TransformersStepModel(model, eos_token_id=model.config.eos_token_id,
+                                            pad_token_id=model.config.pad_token_id or 0), 1, sampling=s)
+    done, ev = {}, threading.Event()
+
+    def on_done(r, toks):
+        done[r.index] = toks.tolist()
+        if len(done) == n:
+            ev.set()
+    sched.start(lambda r, t: None, on_done)
+    sched.submit([GenRequest(i, i, p, GEN.max_new_tokens, GEN.min_new_tokens) for i, p in enumerate(prompts)])
+    assert ev.wait(60), sched.state()
+    sched.stop()
+    assert got == done
+    greedy = generate_reference(tiny_llama)
+    print(f"[sampling] tiny Llama2 run at temperature 1.0 / top_p 0.9 / seed 3: {n} samples == in process at batch 1;"
+          f" {sum(got[i] != greedy[i] for i in range(n))} of {n} differ from plain generate's greedy answers")
+    assert sum(got[i] != greedy[i] for i in range(n)) >= n // 2
