@@ -244,6 +244,36 @@ def test_http_bodies_carry_the_sampling_and_the_server_answers_the_in_process_to
     assert got[Sampling()] == generate(model, prompts, Sampling(), 4)
 
 
+# --- the GPU engines' sampling parameters (vLLM stand-in; TensorRT-LLM's mapping) ---------------------------------
+
+def test_vllm_and_tensorrt_llm_get_the_decoding_and_each_samples_seed(monkeypatch):
+    """vLLM's SamplingParams carry temperature, top_p, top_k (-1: off) and the sample's own seed (vLLM seeds the
+    request's generator with it); greedy stays temperature 0. TensorRT-LLM: top_k 1 when greedy; when sampling, top_p
+    is given (with neither top_k nor top_p it decodes greedily) and top_k 0 means every logit."""
+    from code.common.llm.backends import VLLMBackend, trtllm_sampling
+    from tests.test_llm_gpu_engines import fake_vllm, spec
+
+    s = Sampling(temperature=1.0, seed=9)
+    fake_vllm(monkeypatch, [5, 6, 7])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    params = {}
+    for how in (s, Sampling()):
+        p = VLLMBackend().processor(spec(sampling=how))
+        add = p.engine.add_request
+        p.engine.add_request = lambda rid, prompt, sp, add=add, how=how: (params.__setitem__((how, rid), sp),
+                                                                          add(rid, prompt, sp))
+        ev = threading.Event()
+        p.start(lambda r, t: None, lambda r, toks: ev.set())
+        p.submit([GenRequest(4, 17, np.array([1, 2]), max_new_tokens=3)])
+        assert ev.wait(10)
+        p.stop()
+    sp, greedy = params[(s, "4")], params[(Sampling(), "4")]
+    assert (sp.temperature, sp.top_p, sp.top_k, sp.seed) == (1.0, 1.0, -1, s.request_seed(17))
+    assert greedy.temperature == 0.0 and not hasattr(greedy, "seed")
+    assert trtllm_sampling(None) == {"top_k": 1}
+    assert trtllm_sampling((s, 123)) == {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 123}
+
+
 # --- a run through LoadGen: metadata.json records the decoding; its tokens are the seeded streams' ---------------
 
 def test_a_sampled_run_records_its_decoding_and_answers_each_samples_seeded_stream(tiny_llama, tmp_path):
