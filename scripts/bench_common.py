@@ -83,15 +83,37 @@ def report(fig: dict, root: Path) -> None:
     (root / "figures.json").write_text(json.dumps(fig, indent=2))
 
 
-def processor_rate(proc, count: int, seconds: float) -> float:
+def on_worker_thread(fn: Callable, *args, **kw):
+    """``fn(*args, **kw)`` on a thread of its own, as the harness's workers run, and its result (torch's intra-op
+    pool behaves differently on the main thread: 2-threaded batches of tiny R-GAT ran 10x slower there)."""
+    import threading
+
+    out: list = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            out.append(fn(*args, **kw))
+        except BaseException as e:                    # re-raised on the caller's thread
+            errors.append(e)
+    t = threading.Thread(target=work, name="raw-worker")
+    t.start()
+    t.join()
+    if errors:
+        raise errors[0]
+    return out[0]
+
+
+def processor_rate(proc, count: int, seconds: float, whole_cycles: bool = False) -> float:
     """samples/s of ``proc.process`` on this thread (after its thread_init and warmup): batches of its batch size
-    cycling over the first ``count`` QSL indices, for ``seconds`` (a raw loop without LoadGen)."""
+    cycling over the first ``count`` QSL indices, for ``seconds`` (a raw loop without LoadGen); with
+    ``whole_cycles``, on until every index has been processed equally often."""
     import time
 
     proc.thread_init()
     proc.warmup()
     n, t0, bs = 0, time.perf_counter(), proc.batch_size
-    while time.perf_counter() - t0 < seconds:
+    while time.perf_counter() - t0 < seconds or (whole_cycles and n % count):
         proc.process([(n + k) % count for k in range(bs)])
         n += bs
     return n / (time.perf_counter() - t0)

@@ -20,24 +20,14 @@ usage: [MLPERF_SHARED_CPU=1] python scripts/bench_rgat.py [--seconds 10] [--repe
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import offline_bench_main, processor_rate  # noqa: E402
+from bench_common import offline_bench_main, on_worker_thread, processor_rate  # noqa: E402
 
 
 def raw_loop(settings, seconds: float) -> float:
-    """On a thread of its own, as the harness's workers run (torch's intra-op pool behaves differently on the main
-    thread: here, 2-threaded batches of the tiny graph ran 10x slower there than on a worker thread)."""
-    out: list[float] = []
-    t = threading.Thread(target=lambda: out.append(_raw_loop(settings, seconds)))
-    t.start()
-    t.join()
-    return out[0]
-
-
-def _raw_loop(settings, seconds: float) -> float:
+    """The harness's own processor over the engine it loads, on a worker thread (bench_common.on_worker_thread)."""
     from code.common.backends import get_backend
     from code.rgat.harness import RGATBenchmark, RGATProcessor
 
@@ -45,7 +35,8 @@ def _raw_loop(settings, seconds: float) -> float:
     spec = b.engine_spec()
     engine = get_backend(settings.backend).load(b.generate_engines()["rgat"], spec)
     qsl = b.make_qsl()
-    return processor_rate(RGATProcessor(engine, qsl, spec.batch_size), qsl.performance_count, seconds)
+    return on_worker_thread(processor_rate, RGATProcessor(engine, qsl, spec.batch_size), qsl.performance_count,
+                            seconds)
 
 
 if __name__ == "__main__":

@@ -25,14 +25,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import REPO, offline_settings, offline_vs_raw, prepare_tiny, report  # noqa: E402
+from bench_common import REPO, offline_settings, offline_vs_raw, on_worker_thread, prepare_tiny, report  # noqa: E402
 
 
 def raw_loop(settings, seconds: float) -> float:
     """Videos/s of plain WanPipeline calls (the reference's call, one prompt each), on one thread set up as the
     harness's worker (torch threads = the config's cpu_threads)."""
-    import threading
-
     import torch
 
     from code.wan import constants as C
@@ -46,7 +44,6 @@ def raw_loop(settings, seconds: float) -> float:
     h, w, f = C.geometry(settings.model_variant)
     tokens = C.TINY_MAX_TOKENS if b.tiny else C.REFERENCE_MAX_TOKENS
     dev = pipe._execution_device
-    out: dict[str, float] = {}
 
     def call(prompt: str):
         return to_uint8(pipe(prompt=prompt, negative_prompt=C.NEGATIVE_PROMPT, height=h, width=w, num_frames=f,
@@ -54,7 +51,7 @@ def raw_loop(settings, seconds: float) -> float:
                              num_inference_steps=C.NUM_STEPS, generator=torch.Generator(device=dev).manual_seed(C.SEED),
                              max_sequence_length=tokens).frames[0])
 
-    def work() -> None:
+    def work() -> float:
         if b.intra_op_threads() and dev.type == "cpu":
             torch.set_num_threads(b.intra_op_threads())
         with torch.inference_mode():
@@ -63,11 +60,8 @@ def raw_loop(settings, seconds: float) -> float:
             while time.perf_counter() - t0 < seconds:
                 call(prompts[n % len(prompts)])
                 n += 1
-        out["rate"] = n / (time.perf_counter() - t0)
-    t = threading.Thread(target=work, name="raw-worker")
-    t.start()
-    t.join()
-    return out["rate"]
+        return n / (time.perf_counter() - t0)
+    return on_worker_thread(work)
 
 
 def main() -> int:

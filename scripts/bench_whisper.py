@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import REPO, alternate, harness_run, offline_settings, prepare_tiny, report  # noqa: E402
+from bench_common import (REPO, alternate, harness_run, offline_settings, on_worker_thread, prepare_tiny,  # noqa: E402
+                          processor_rate, report)
 
 
 def settings_for(extra: list[str], real: bool):
@@ -34,29 +35,13 @@ def raw_loop(settings, seconds: float) -> float:
     """Samples/s of the harness's own Processor (WhisperProcessor: Decoder.decode) over the set's features, in
     gpu_batch_size batches, on a worker thread set up as the SUT sets up its workers (thread_init: core pinning
     and torch threads), no LoadGen."""
-    import threading
-
     from code.whisper.harness import WhisperBenchmark
 
     b = WhisperBenchmark(settings)
     qsl = b.make_qsl()
     qsl.load(range(qsl.total_count))
     [proc] = b.make_processors(qsl, b.generate_engines())
-    out: dict[str, float] = {}
-
-    def work() -> None:
-        proc.thread_init()
-        proc.warmup()
-        bs, n_all = proc.batch_size, qsl.total_count
-        n, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < seconds or n % n_all:
-            proc.process([(n + k) % n_all for k in range(bs)])
-            n += bs
-        out["rate"] = n / (time.perf_counter() - t0)
-    t = threading.Thread(target=work, name="raw-worker")
-    t.start()
-    t.join()
-    return out["rate"]
+    return on_worker_thread(processor_rate, proc, qsl.total_count, seconds, whole_cycles=True)
 
 
 def main() -> int:
