@@ -144,13 +144,15 @@ check_submission: venv
 
 # a round's whole submission, resumable (code/common/submission/flow.py): make submission ROUND=v6.1 SYSTEM_TYPE=edge
 # [BENCHMARKS=resnet50] [MODEL_VARIANT=tiny] [SMOKE=1: short runs, never submittable] [PLAN=1: print the plan only]
+# [POWER_SERVER=host[:port]: each performance run made as make run_power_harness makes it, ranging + testing]
 SYSTEM_TYPE ?=
 SMOKE ?=
 PLAN ?=
 submission: venv
 	@$(MAIN) --action=submission --system_type=$(SYSTEM_TYPE) $(ROUND_ARG) --model_variant=$(MODEL_VARIANT) \
 	  $(if $(filter command line environment,$(origin BENCHMARKS)),--benchmarks=$(BENCHMARK_LIST)) \
-	  --submitter=$(SUBMITTER) --division=$(DIVISION) $(if $(SMOKE),--smoke) $(if $(PLAN),--dry_run) $(RUN_ARGS)
+	  --submitter=$(SUBMITTER) --division=$(DIVISION) $(if $(SMOKE),--smoke) $(if $(PLAN),--dry_run) \
+	  $(if $(POWER_SERVER),--power_server=$(POWER_SERVER)) $(RUN_ARGS)
 
 # register this machine's GPUs as a known system with config blocks: RUN_ARGS="--system_id=... --based_on=..."
 add_system: venv

@@ -175,3 +175,121 @@ def test_missing_inputs_tiny_built_real_refused_in_one_line(tmp_path, monkeypatc
     assert calls == [] and str(e.value).startswith("the plan's models or data are not here: model not found: ")
     assert e.value.fix == ("make download_model BENCHMARKS=resnet50,bert && make download_data BENCHMARKS=resnet50,bert"
                            " && make preprocess_data BENCHMARKS=resnet50,bert")
+
+
+# --- POWER_SERVER=: a power item (make run_power_harness's ranging + testing runs) for each performance run --------
+
+def _checker_constant(name: str):
+    """A literal of the official checker's constants.py (None without $MLPERF_INFERENCE_DIR)."""
+    import ast
+
+    d = os.environ.get("MLPERF_INFERENCE_DIR")
+    p = Path(d or "/nonexistent", "tools", "submission", "submission_checker", "constants.py")
+    if not p.is_file():
+        return None
+    for node in ast.parse(p.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{p} has no {name}")
+
+
+@pytest.mark.parametrize("version,system_type", [("v6.1", "edge"), ("v6.1", "datacenter"), ("v5.0", "datacenter")])
+def test_power_plan_is_the_plan_with_power_items(version, system_type):
+    """Without a power server the plan is the one the round table gives (test_dry_run_plan_is_the_round_table); with
+    one, every performance run whose scenario the checker gives a power metric (POWER_UNIT_DICT; it names no
+    benchmark, category or division) is a power item in its place, with the make command and twice the time."""
+    from code.common import rounds
+    from code.common.submission import plan as P
+
+    units = _checker_constant("POWER_UNIT_DICT")
+    allowed = {s for s in units if s[0].isupper()} if units is not None else set(P.POWER_SCENARIOS)
+    assert set(P.POWER_SCENARIOS) == allowed
+    base, notes = P.derive(version, system_type)
+    assert (base, notes) == P.derive(version, system_type, power_server="")
+    power, pnotes = P.derive(version, system_type, power_server="10.0.0.5:4951")
+    want = [f"{i.entry}/{i.scenario}/power" if i.kind == "performance" and i.scenario in allowed else i.key
+            for i in base]
+    assert [i.key for i in power] == want and any(k.endswith("/power") for k in want)
+    assert pnotes[:-1] == notes and pnotes[-1].startswith(f"power: {sum(k.endswith('/power') for k in want)} perf")
+    rnd = rounds.current(version)
+    for b, p in zip(base, power):
+        if p.kind != "power":
+            assert p == b
+            continue
+        assert p.estimate_s(rnd, False) == 2 * b.estimate_s(rnd, False)
+        argv = p.argv(version, "tiny", True, "/logs")
+        assert argv[:3] == ["--action=run_power_harness", "--power_server=10.0.0.5:4951", "--log_dir=/logs/power"]
+        assert f"--min_duration={P.SMOKE_POWER_MS}" in argv and sum(a.startswith("--min_duration") for a in argv) == 1
+        assert p.make_command(version, "reference").startswith(f"make run_power_harness POWER_SERVER=10.0.0.5:4951 "
+                                                               f"ROUND={version} RUN_ARGS=\"--benchmarks={p.package}")
+    shown = P.render(power, pnotes, rnd, system_type, False)
+    assert re.search(rf"^  {re.escape(want[1])}\s+~\d+m\d\ds$", shown, re.M) and "power items, a ranging and a" in shown
+
+
+def test_unreachable_power_server_refused_before_anything(tmp_path):
+    """Before any run, before the tiny inputs are built, before the plan's state is written: one line, exit 2."""
+    env = {"MLPERF_BUILD_DIR": str(tmp_path / "build"), "MLPERF_SCRATCH_PATH": str(tmp_path / "scratch")}
+    r = run_main("--action=submission", "--round=v6.1", "--system_type=edge", "--benchmarks=resnet50",
+                 "--model_variant=tiny", "--smoke", "--power_server=127.0.0.1:1", env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert r.stderr.startswith("error: cannot reach the power server at 127.0.0.1:1 ("), r.stderr
+    assert "POWER_SERVER=" in r.stderr.splitlines()[1] and "resnet/Offline/power" in r.stdout
+    assert not (tmp_path / "build").exists() and not (tmp_path / "scratch").exists()
+
+
+def test_power_item_lands_where_staging_export_and_the_checker_read_it(smoke, tmp_path):
+    """The smoke plan's SingleStream again with POWER_SERVER= the stand-in (127.0.0.1, a replayed trace): its
+    accuracy run and audits are kept, the one power item runs (ranging + testing), and the exported tree holds
+    performance/{power,ranging,run_1} as the official checker lists them, its power check failing only the two
+    checks that want power-dev's released sources."""
+    import shutil
+
+    from code.common.power import standin
+    from code.common.submission import flow, plan as P
+    from code.main import plan
+    from tests.test_power import TRACE
+
+    def only_single_stream(d, names):     # its runs and audits; the smoke plan's staged trees are made anew
+        if Path(d).parent.name == "submission_plan":
+            return {"staging", "submission", "report"} & set(names)
+        return {"Offline"} & set(names)
+    build = tmp_path / "build"
+    shutil.copytree(smoke["build"], build, symlinks=True, ignore=only_single_stream)
+    args = [a if not a.startswith("--scenarios=") else "--scenarios=SingleStream" for a in ARGS]
+    with standin.StandIn(TRACE, tmp_path / "server") as srv:
+        server = f"127.0.0.1:{srv.port}"
+        r = run_main(*args, f"--power_server={server}", env={"MLPERF_BUILD_DIR": str(build)}, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"^  resnet/SingleStream/power\s+~\d", r.stdout, re.M), r.stdout
+    assert re.findall(r"done, ETA \S+: now (\S+)", r.stdout) == ["resnet/SingleStream/power"], r.stdout
+    home = build / "smoke" / "submission_plan" / "v6.1_edge_smoke"
+    state = json.loads((home / "plan.json").read_text())
+    assert {k: v["state"] for k, v in state["items"].items()} == {
+        "resnet/SingleStream/accuracy": "kept", "resnet/SingleStream/power": "done",
+        "resnet/SingleStream/TEST01": "kept", "resnet/SingleStream/TEST04": "kept"}
+    assert f"POWER_SERVER={server}" in state["command"]
+    testing = Path(state["items"]["resnet/SingleStream/power"]["dir"])
+    meta = json.loads((testing / "metadata.json").read_text())
+    assert meta["power_run"]["role"] == "testing" and meta["control"]["smoke"] is True
+    perf = next((home / "submission" / "closed" / "OpenHarness" / "results").glob("*/resnet/SingleStream/performance"))
+    perf_files = _checker_constant("REQUIRED_PERF_FILES") or ["mlperf_log_summary.txt", "mlperf_log_detail.txt"]
+    with_spl = sorted(perf_files + (_checker_constant("REQUIRED_PERF_POWER_FILES") or ["spl.txt"]))
+    assert sorted(p.name for p in (perf / "power").iterdir()) == sorted(
+        _checker_constant("REQUIRED_POWER_FILES") or ["client.json", "client.log", "ptd_logs.txt", "server.json",
+                                                      "server.log"])
+    assert sorted(p.name for p in (perf / "ranging").iterdir()) == with_spl
+    assert set(with_spl) <= {p.name for p in (perf / "run_1").iterdir()}
+    assert (perf / "run_1" / "mlperf_log_detail.txt").read_bytes() == (testing / "mlperf_log_detail.txt").read_bytes()
+    assert (home / "staging" / "systems" / f"{perf.parents[2].name}_power.yaml").is_file()   # the nameplate stub
+    if os.environ.get("MLPERF_INFERENCE_DIR"):     # the official checker ran its power check on this folder
+        assert re.search(rf"Power WG power_checker.py did not pass for: \S*{re.escape(str(perf))}$", r.stdout, re.M)
+        failed = set(re.findall(r"ERROR\] \[ \] (.+)$", r.stdout, re.M))
+        assert failed == {"Check client sources checksum", "Check server sources checksum"}, r.stdout[-4000:]
+        assert "file list mismatch" not in r.stdout and "has no power samples" not in r.stdout, r.stdout[-4000:]
+    # resumable: its record is complete (kept next time) until its power result loses a file
+    [item] = [i for i in P.derive("v6.1", "edge", ("resnet50",), ("SingleStream",), server)[0] if i.kind == "power"]
+    logs = build / "smoke" / "logs" / "submission" / "v6.1_edge_smoke"
+    s = plan(item.argv("v6.1", "tiny", True, str(logs)))[1][0]
+    assert flow.record(item, s, logs, True) == (True, "", testing)
+    (Path(meta["power_run"]["performance_dir"]) / "power" / "server.json").unlink()
+    assert flow.record(item, s, logs, True) == (False, "power result incomplete: no power/server.json", testing)

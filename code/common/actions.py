@@ -281,10 +281,12 @@ def action_run(cli, settings) -> int:
 def action_run_power_harness(cli, settings) -> int:
     """A power run (MaxQ, or MaxP with power): each benchmark and scenario's PerformanceOnly run made as
     mlcommons/power-dev's client makes it, a ranging run then the testing run, each under the power server
-    (``--power_server``); the server's logs and both runs' LoadGen logs form a result folder
-    (build/power_results/<timestamp>/<benchmark>/<scenario>/performance, code.common.power.ptd), and the testing
-    run's record points to it, so update_results stages it with its power logs."""
+    (``--power_server``, checked reachable before any run); the server's logs and both runs' LoadGen logs form a
+    result folder (build/power_results/<timestamp>/<benchmark>/<scenario>/performance, code.common.power.ptd), and
+    the testing run's record points to it, so update_results stages it with its power logs. The two runs' logs go to
+    <--log_dir, default build/logs/power>/<timestamp>/<benchmark>_<scenario>_<config_ver>/."""
     import tempfile
+    from pathlib import Path
 
     from code.common import paths
     from code.common.harness import runner
@@ -297,16 +299,12 @@ def action_run_power_harness(cli, settings) -> int:
     if cli.get("test_mode", "PerformanceOnly") != "PerformanceOnly":
         raise HarnessError(f"a power run is a PerformanceOnly run, not --test_mode={cli['test_mode']}",
                            "make the accuracy run with make run_harness, and the power run without --test_mode")
-    host, _, port = server.rpartition(":") if ":" in server else (server, "", "")
-    try:
-        port_n = int(port) if port else ptd.DEFAULT_PORT
-    except ValueError:
-        raise HarnessError(f"--power_server={server}: the port must be a number",
-                           f"--power_server={host}:{ptd.DEFAULT_PORT}") from None
+    host, port_n = ptd.check_server(server)          # reachable, before any run
     stamp = runner.timestamp()
     run_cli = {k: v for k, v in cli.items() if k != "power_server"}
+    root = Path(cli.get("log_dir") or paths.logs_dir() / "power") / stamp
     for s in settings:
-        logs = paths.logs_dir() / "power" / stamp / f"{s.benchmark}_{s.scenario}_{s.config_ver}"
+        logs = root / f"{s.benchmark}_{s.scenario}_{s.config_ver}"
         out = paths.build_dir() / "power_results" / stamp / s.benchmark / s.scenario / s.config_ver / "performance"
         logs.mkdir(parents=True, exist_ok=True)
 

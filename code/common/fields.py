@@ -185,8 +185,10 @@ CORE_FIELDS: tuple[Field, ...] = (
           choices=AUDIT_TESTS, config=False, actions=("run_audit_harness",), control=True),
     Field("power_server", parse_str, None, "run_power_harness: the MLCommons power server (mlcommons/power-dev "
           "server.py, talking to PTDaemon) as host or host:port (port 4950 by default); each run is made twice "
-          "under it, a ranging run and the testing run, and its power logs land beside the runs for staging.",
-          config=False, actions=("run_power_harness",), control=True),
+          "under it, a ranging run and the testing run, and its power logs land beside the runs for staging. "
+          "submission (make submission POWER_SERVER=...): every planned performance run becomes such a power run; "
+          "the server is checked reachable before anything runs.",
+          config=False, actions=("run_power_harness", "submission"), control=True),
     Field("verbose", parse_bool, False, "More logging.", flag_value=True, config=False, control=True),
     Field("log_dir", parse_str, None, "Directory for this invocation's logs (default build/logs/<timestamp>).",
           config=False, actions=RUN + TUNE, control=True),

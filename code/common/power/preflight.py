@@ -6,9 +6,7 @@ import json
 from pathlib import Path
 
 from code.common.power.ptd import POWER_DEV_COMMIT
-
-POWER_FILES = ("client.json", "client.log", "ptd_logs.txt", "server.json", "server.log")
-RUN_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt", "spl.txt")
+from code.common.power.result import missing
 
 
 def has_power(perf_dir: Path) -> bool:
@@ -19,10 +17,8 @@ def check_power_result(f, perf_dir: Path) -> None:
     """``perf_dir``: results/<system>/<benchmark>/<scenario>/performance."""
     if not has_power(perf_dir):
         return
-    for sub, names in (("power", POWER_FILES), ("ranging", RUN_FILES), ("run_1", RUN_FILES)):
-        for n in names:
-            if not (perf_dir / sub / n).is_file():
-                f.error(perf_dir / sub / n, "missing (a power result needs it; rerun the power measurement)")
+    for rel in missing(perf_dir):
+        f.error(perf_dir / rel, "missing (a power result needs it; rerun the power measurement)")
     for side in ("client", "server"):
         p = perf_dir / "power" / f"{side}.json"
         try:

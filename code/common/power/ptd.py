@@ -177,7 +177,8 @@ class Client:
             sock = socket.create_connection((addr, port), timeout=timeout)
         except OSError as e:
             raise HarnessError(f"cannot reach the power server at {addr}:{port} ({e.strerror or e})",
-                               "start the power server (power-dev's server.py with PTDaemon) or fix --power_server")
+                               "start the power server (power-dev's server.py with PTDaemon) or fix --power_server "
+                               "(make ... POWER_SERVER=host[:port])")
         self.wire = Wire(sock)
         self.summary = Summary("client")
 
@@ -212,6 +213,44 @@ class Client:
             pass
 
 
+def server_address(server: str) -> tuple[str, int]:
+    """``--power_server`` (``POWER_SERVER=``) as (host, port): host or host:port, port DEFAULT_PORT by default."""
+    host, _, port = server.rpartition(":") if ":" in server else (server, "", "")
+    try:
+        return host, int(port) if port else DEFAULT_PORT
+    except ValueError:
+        raise HarnessError(f"--power_server={server}: the port must be a number",
+                           f"--power_server={host}:{DEFAULT_PORT}") from None
+
+
+def connect(addr: str, port: int = DEFAULT_PORT, log: Callable[[str], None] = print, timeout: float = 600) -> Client:
+    """A client past the greeting: the server is an MLCommons power server of this protocol, and the two clocks
+    agree (power-dev's client checks the same before a session)."""
+    c = Client(addr, port, log, timeout)
+    try:
+        magic = c.command(MAGIC_CLIENT)
+        if magic != MAGIC_SERVER:
+            raise HarnessError(f"{addr}:{port} is not an MLCommons power server v{PROTO_VERSION} (it said {magic!r})",
+                               "start power-dev's server.py at the pinned commit " + POWER_DEV_COMMIT[:12])
+        c.clock_check()
+    except OSError as e:               # a timeout or a reset: something listens there, but no power server
+        c.close()
+        raise HarnessError(f"the power server at {addr}:{port} did not answer the greeting ({e})",
+                           "start power-dev's server.py at the pinned commit " + POWER_DEV_COMMIT[:12]) from None
+    except BaseException:
+        c.close()
+        raise
+    return c
+
+
+def check_server(server: str) -> tuple[str, int]:
+    """Before any run (make run_power_harness, make submission POWER_SERVER=): the server named is reachable, speaks
+    the protocol and agrees on the time; a HarnessError (one line, with the fix) otherwise. Returns (host, port)."""
+    host, port = server_address(server)
+    connect(host, port, log=lambda _: None, timeout=15).close()
+    return host, port
+
+
 def run(addr: str, workload: str | Callable[[], None], loadgen_logs: str | Path, output: str | Path, *,
         port: int = DEFAULT_PORT, label: str = "", log: Callable[[str], None] = print) -> Path:
     """A power run: the workload under the ranging mode, then again under the testing mode (the result).
@@ -225,14 +264,9 @@ def run(addr: str, workload: str | Callable[[], None], loadgen_logs: str | Path,
         raise HarnessError(f"power label {label!r} may hold letters, digits, '-' and '_' only", "choose another label")
     if output.exists() and any(output.iterdir()):
         raise HarnessError(f"{output} is not empty", f"remove it (rm -r {output}) or choose another output folder")
-    c = Client(addr, port, log)
+    c = connect(addr, port, log)
     s = c.summary
     try:
-        magic = c.command(MAGIC_CLIENT)
-        if magic != MAGIC_SERVER:
-            raise HarnessError(f"{addr}:{port} is not an MLCommons power server v{PROTO_VERSION} (it said {magic!r})",
-                               "start power-dev's server.py at the pinned commit " + POWER_DEV_COMMIT[:12])
-        c.clock_check()
         client_uuid = uuid.uuid4()
         reply = c.command(f"new,{label},{client_uuid}")
         if not reply.startswith("OK "):

@@ -17,6 +17,14 @@ RANGING_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt", "spl.txt")
 POWER_FILES = ("client.json", "client.log", "ptd_logs.txt", "server.json", "server.log")
 
 
+def missing(performance_dir: Path) -> list[str]:
+    """The files a power result folder (``ptd.run``'s output, or a staged .../<scenario>/performance) lacks, relative
+    to it: power/ with the server's and client's logs, ranging/ and run_1/ each with LoadGen's logs and spl.txt."""
+    d = Path(performance_dir)
+    return [f"{sub}/{n}" for sub, names in (("power", POWER_FILES), ("ranging", RANGING_FILES),
+                                            ("run_1", RANGING_FILES)) for n in names if not (d / sub / n).is_file()]
+
+
 def mark_run(run_dir: Path, role: str, session: str, performance_dir: Path) -> None:
     """Record ``power_run`` in a harness run's metadata.json (a run folder without one is left alone)."""
     p = Path(run_dir) / "metadata.json"

@@ -14,6 +14,10 @@ build/submission_plan/<plan>/plan.json, written whole after each item (fileio.wr
 --smoke: every run short and recorded as such (RunControl.smoke, never submittable); the whole flow runs in a build
 folder of its own (build/smoke: its own logs, audits and engines), and its staging root and export are marked as a
 smoke tree (submission.tree.SMOKE_MARKER), the one place staging accepts smoke runs.
+
+POWER_SERVER=host[:port] (--power_server): the server is checked (code.common.power.ptd.check_server, as make
+run_power_harness checks it) before anything is run or written; each power item is make run_power_harness's pair of
+runs under <plan logs>/power/, its record the latest testing run there with its power result folder complete.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from pathlib import Path
 from code.common import paths, rounds
 from code.common.errors import HarnessError
 from code.common.fileio import write_json
+from code.common.power import ptd
 from code.common.submission import plan as P
 
 DONE = ("kept", "done")
@@ -57,11 +62,14 @@ def record(item: P.Item, s, logs: Path, smoke: bool) -> tuple[bool, str, Path]:
     (VALID performance, passing accuracy, an accepted audit, nothing test-only); a smoke plan a complete smoke run."""
     from code.common.compliance.audit import log_dir_for
     from code.common.harness.runner import default_log_dir
+    from code.common.power.result import missing
     from code.common.results import selection as sel
 
     allow = ("smoke",) if smoke else ()
     if item.audit:
         d = log_dir_for(item.kind, s.system_name, s.log_name, s.scenario)
+    elif item.kind == "power":
+        d = _testing_run(s, logs / "power")
     else:
         d = default_log_dir(s, P.MODES[item.kind], "", str(logs))
     meta = _read(d / "metadata.json")
@@ -79,13 +87,25 @@ def record(item: P.Item, s, logs: Path, smoke: bool) -> tuple[bool, str, Path]:
             return False, f"{item.kind} failed (see {d}/verify_*.txt)", d
         return True, "", d
     run = sel.Run(d, meta)
-    if item.kind == "performance":
+    if item.kind in ("performance", "power"):
         why = sel._why_not(run, sel.PERF_FILES, "", allow) if smoke else sel._why_not_performance(run)
+        gone = missing((meta.get("power_run") or {}).get("performance_dir") or d) if item.kind == "power" else []
+        if why is None and gone:
+            why = f"power result incomplete: no {gone[0]}"
     else:
         why = sel._why_not_accuracy(run, allow)
         if why is None and not smoke and (meta.get("accuracy") or {}).get("passed") is not True:
             why = "accuracy below the round's target"
     return why is None, why or "", d
+
+
+def _testing_run(s, root: Path) -> Path:
+    """The latest testing run of ``s``'s benchmark and scenario under ``root`` (a power item's runs), else ``root``."""
+    from code.common.results.selection import scan
+
+    runs = [r for r in scan([root])[0] if r.key == (s.system_name, s.log_name, s.scenario)
+            and (r.meta.get("power_run") or {}).get("role") == "testing"]
+    return max(runs, key=lambda r: r.when).dir if runs else root
 
 
 class Progress:
@@ -115,10 +135,16 @@ def submission(cli: dict, plan) -> int:
                            f"make submission ROUND={rnd.version} SYSTEM_TYPE=edge (or datacenter)")
     smoke = bool(cli.get("smoke"))
     variant = cli.get("model_variant") or "reference"
-    items, notes = P.derive(rnd.version, st, tuple(cli.get("benchmarks") or ()), tuple(cli.get("scenarios") or ()))
+    power = cli.get("power_server") or ""
+    if power:
+        ptd.server_address(power)           # a malformed address is refused before the plan
+    items, notes = P.derive(rnd.version, st, tuple(cli.get("benchmarks") or ()), tuple(cli.get("scenarios") or ()),
+                            power_server=power)
     print(P.render(items, notes, rnd, st, smoke))
     if cli.get("dry_run"):
         return 0
+    if power:                               # reachable, before anything is run or written
+        ptd.check_server(power)
     if smoke:          # its own build folder: smoke audits and logs never sit beside (or replace) real ones
         os.environ["MLPERF_SCRATCH_PATH"] = str(paths.scratch_path())
         os.environ["MLPERF_BUILD_DIR"] = str(paths.build_dir() / "smoke")
@@ -127,9 +153,10 @@ def submission(cli: dict, plan) -> int:
     again = f"make submission ROUND={rnd.version} SYSTEM_TYPE={st}" + \
         (f" BENCHMARKS={','.join(cli['benchmarks'])}" if cli.get("benchmarks") else "") + \
         (f" MODEL_VARIANT={variant}" if variant != "reference" else "") + (" SMOKE=1" if smoke else "") + \
+        (f" POWER_SERVER={power}" if power else "") + \
         (f" RUN_ARGS=\"--scenarios={','.join(cli['scenarios'])}\"" if cli.get("scenarios") else "")
     state = {"round": rnd.version, "system_type": st, "smoke": smoke, "model_variant": variant,
-             "command": again, "items": {}, "steps": {}}
+             "power_server": power, "command": again, "items": {}, "steps": {}}
     old = _read(home / "plan.json") or {}
     state["items"] = {k: v for k, v in (old.get("items") or {}).items() if isinstance(v, dict)}
 
@@ -233,8 +260,8 @@ def _finish(cli, state, home: Path, logs: Path, rnd, smoke: bool) -> list[tuple[
     if smoke:
         mark_smoke_tree(root)
     steps = [
-        ("stage", lambda: stage.stage(submitter=submitter, division=division, version=rnd.version,
-                                      log_roots=[logs], root=root)),
+        ("stage", lambda: (stage.stage(submitter=submitter, division=division, version=rnd.version,
+                                       log_roots=[logs], root=root), _nameplate_stubs(root, rnd.version))),
         ("truncate", lambda: truncate_all(root)),
         ("export", lambda: export.export(submitter=submitter, division=division, version=rnd.version, root=root,
                                          out=out, tarball=False)),
@@ -254,6 +281,18 @@ def _finish(cli, state, home: Path, logs: Path, rnd, smoke: bool) -> list[tuple[
             if label in ("stage", "export"):
                 break            # nothing to check after a failed stage or export
     return errors
+
+
+def _nameplate_stubs(root: Path, version: str) -> None:
+    """The round's nameplate-power stub (systems/<system>_power.yaml, TO FILL values; never over an existing one) for
+    each staged system with a power result: the pre-flight then names the file to fill in."""
+    from code.common.power import nameplate
+
+    if version not in nameplate.ROUNDS:
+        return
+    for system in (d for d in sorted((root / "results").glob("*")) if any(d.glob("*/*/performance/power"))):
+        nameplate.write_stub(root / "systems", system.name, force=False,
+                             log=lambda m: print(m.replace("[add_system]", "[submission]")))
 
 
 def _official(out: Path, submitter: str, rnd, root: Path | None, errors: list) -> None:
@@ -279,7 +318,7 @@ def fix_for(where: str, msg: str, items: list[P.Item], version: str, variant: st
     in; else the whole plan again."""
     m = PATH.search(where) or PATH.search(msg)
     if not m:
-        sysjson = re.search(r"systems/([^/\s:]+\.json)", where + " " + msg)
+        sysjson = re.search(r"systems/([^/\s:]+\.(?:json|yaml))", where + " " + msg)
         if sysjson:
             return f"fill in {home / 'staging' / 'systems' / sysjson.group(1)} (its TO FILL fields), then {again}"
         return again
@@ -291,7 +330,8 @@ def fix_for(where: str, msg: str, items: list[P.Item], version: str, variant: st
     if (m.group(1) == "measurements" or "measurements.json" in rest) and not unavoidable:
         return f"fill in {home / 'staging' / 'measurements' / system / entry / scen} (TO FILL fields), then {again}"
     kind = kind or ("performance" if unavoidable else None)
-    cand = [i for i in items if i.entry == entry and i.scenario == scen and (kind is None or i.kind == kind)]
+    kinds = (kind, "power") if kind == "performance" else (kind,)      # a power item makes the performance result
+    cand = [i for i in items if i.entry == entry and i.scenario == scen and (kind is None or i.kind in kinds)]
     if not cand or kind is None:
         return again
     if not unavoidable:

@@ -6,6 +6,10 @@ round's optional Interactive / Server the package runs), an accuracy run, a perf
 ``RoundBenchmark.compliance_tests``, in that order (an audit is verified against the key's two runs). Entries the
 harness cannot file under their own name (v5.0's llama2-70b-interactive: staging files Interactive under
 llama2-70b) are left out with a note. ``Item.argv`` is the ``python -m code.main`` command that makes one item.
+
+With a power server (``make submission POWER_SERVER=host[:port]``) each performance run whose scenario may carry a
+power result is a power item instead (kind "power"): ``make run_power_harness``'s ranging and testing runs under
+that server, the testing run being the performance result, staged with power/ and ranging/ beside its run_1/.
 """
 from __future__ import annotations
 
@@ -14,8 +18,16 @@ import dataclasses
 from code.common import rounds
 from code.common.errors import HarnessError
 
-KINDS = ("accuracy", "performance")          # then the audits, by test name
-MODES = {"accuracy": "AccuracyOnly", "performance": "PerformanceOnly"}
+KINDS = ("accuracy", "performance", "power")          # then the audits, by test name
+MODES = {"accuracy": "AccuracyOnly", "performance": "PerformanceOnly", "power": "PerformanceOnly"}
+# Which performance results may carry power: the official checker's power rules (submission_checker: PowerCheck,
+# POWER_DIR_PATH, POWER_UNIT_DICT) name no benchmark, category or division, only the scenarios whose power metric
+# they define (Offline / Server / Interactive in W, SingleStream / MultiStream in mJ per query), for every round;
+# power/ and ranging/ sit beside any results/<system>/<benchmark>/<scenario>/performance/run_1 of LoadGen's logs.
+POWER_SCENARIOS = ("SingleStream", "MultiStream", "Offline", "Server", "Interactive")
+# a smoke power run lasts at least this long: the power analyzer samples once a second, and the checker's power
+# metric needs a sample inside LoadGen's window (an Offline smoke run is as long as its 64 samples take)
+SMOKE_POWER_MS = 1500
 # --smoke: each run as short as LoadGen allows for its scenario (tests/conftest.py sizes runs the same way): Offline
 # by sample count, the others by 64 queries; never VALID for a submission, and marked --smoke in the run's record
 SMOKE_QUERIES = 64
@@ -42,7 +54,8 @@ class Item:
     has_category: bool         # the package has a category setting (datacenter / edge twin)
     llm: bool
     scenario: str
-    kind: str                  # "accuracy" | "performance" | "TEST01" ...
+    kind: str                  # "accuracy" | "performance" | "power" | "TEST01" ...
+    power_server: str = ""     # kind "power": the power server (host[:port])
 
     @property
     def key(self) -> str:
@@ -68,8 +81,13 @@ class Item:
         a = self.run_args(version, variant)
         if smoke:
             a += ["--smoke", *SMOKE_ARGS.get(self.scenario, SMOKE_OTHER)]
+            if self.kind == "power":
+                a = [x for x in a if not x.startswith("--min_duration=")] + [f"--min_duration={SMOKE_POWER_MS}"]
         if self.audit:
             return ["--action=run_audit_harness", f"--audit_test={self.kind}", *a]
+        if self.kind == "power":        # its two runs under <log_dir>/power/<timestamp>/ (flow.record finds them)
+            return ["--action=run_power_harness", f"--power_server={self.power_server}",
+                    f"--log_dir={log_dir}/power", *a]
         return ["--action=run_harness", f"--test_mode={MODES[self.kind]}", f"--log_dir={log_dir}", "--overwrite", *a]
 
     def make_command(self, version: str, variant: str) -> str:
@@ -77,22 +95,26 @@ class Item:
         a = " ".join(x for x in self.run_args(version, variant) if not x.startswith("--round="))
         if self.audit:
             return f'make run_audit_{self.kind.lower()} ROUND={version} RUN_ARGS="{a}"'
+        if self.kind == "power":
+            return f'make run_power_harness POWER_SERVER={self.power_server} ROUND={version} RUN_ARGS="{a}"'
         return f'make run_harness ROUND={version} RUN_ARGS="{a} --test_mode={MODES[self.kind]}"'
 
     def estimate_s(self, rnd: rounds.Round, smoke: bool) -> float:
         family = "llm" if self.llm else "vision"
+        runs = 2 if self.kind == "power" else 1        # a power item: the ranging run, then the testing run
         if smoke:
-            return SMOKE_S[family]
+            return runs * SMOKE_S[family]
         if self.kind == "accuracy":
             return ACCURACY_S[family]
-        return rnd.min_duration_ms / 1000 + LOAD_S
+        return runs * (rnd.min_duration_ms / 1000 + LOAD_S)
 
 
 def derive(version: str | None, system_type: str, benchmarks: tuple[str, ...] = (),
-           only_scenarios: tuple[str, ...] = ()) -> tuple[list[Item], list[str]]:
+           only_scenarios: tuple[str, ...] = (), power_server: str = "") -> tuple[list[Item], list[str]]:
     """The plan for ``system_type`` ("edge" | "datacenter") in round ``version``, restricted to ``benchmarks``
     (package names or aliases; empty: all) and ``only_scenarios`` (empty: all; a restricted plan is no whole
-    submission, and says so). Returns (items, notes on what was left out and why)."""
+    submission, and says so); with ``power_server``, a power item in place of each performance run that may carry
+    power (POWER_SCENARIOS). Returns (items, notes on what was left out and why)."""
     from code.common import benchmarks as B
 
     rnd = rounds.current(version)
@@ -141,13 +163,17 @@ def derive(version: str | None, system_type: str, benchmarks: tuple[str, ...] = 
                          " (--scenarios): not a complete submission")
             scens = [s for s in scens if s.lower() in keep]
         for sc in (s for s in scens if s not in missing):
-            for kind in (*KINDS, *rb.for_scenario(sc).compliance_tests):
+            perf = "power" if power_server and sc in POWER_SCENARIOS else "performance"
+            for kind in ("accuracy", perf, *rb.for_scenario(sc).compliance_tests):
                 items.append(Item(rb.name, rb.benchmark, rb.accuracy_variant, twin, has_cat, spec.generates_tokens,
-                                  sc, kind))
+                                  sc, kind, power_server if kind == "power" else ""))
     if not items:
         raise HarnessError(f"nothing to plan: {rnd.version} {system_type} has no benchmark"
                            + (f" among {', '.join(benchmarks)}" if benchmarks else "") + " this harness runs",
                            "make submission ROUND=... SYSTEM_TYPE=... (drop BENCHMARKS=, or name one the round has)")
+    if power_server:
+        notes.append(f"power: {sum(i.kind == 'power' for i in items)} performance runs made under the power server "
+                     f"{power_server} (a ranging and a testing run each; the testing run is the result)")
     return items, notes
 
 
@@ -160,9 +186,12 @@ def render(items: list[Item], notes: list[str], rnd: rounds.Round, system_type: 
     """The plan as printed before it starts (and by --dry_run)."""
     total = sum(i.estimate_s(rnd, smoke) for i in items)
     audits = sum(i.audit for i in items)
+    power = sum(i.kind == "power" for i in items)
     kind = " (smoke: short runs, never submittable)" if smoke else ""
     lines = [f"[submission] plan for {rnd.version} {system_type}{kind}:"
-             f" {len(items)} items ({len(items) - audits} runs, {audits} audits), estimated {fmt_s(total)}"]
+             f" {len(items)} items ({len(items) - audits} runs, {audits} audits"
+             + (f"; {power} power item{'s' if power > 1 else ''}, a ranging and a testing run each" if power else "")
+             + f"), estimated {fmt_s(total)}"]
     for i in items:
         lines.append(f"  {i.key:48s} ~{fmt_s(i.estimate_s(rnd, smoke))}")
     lines += [f"  note: {n}" for n in notes]
