@@ -142,8 +142,8 @@ def test_first_token_frequencies_match_the_softmax(model, prompts):
     tv = 0.5 * np.abs(freq - want).sum()
     off = (logits / (1.25 * t)).softmax(-1).numpy()           # what a sampler 25% off in temperature would give
     z_off = np.abs(freq - off) / np.sqrt(np.maximum(off * (1 - off), 1e-12) / n)
-    print(f"[sampling] {n} draws of one step: max p = {want.max():.3f}, total variation {tv:.4f}, max |z| {z.max():.2f} "
-          f"(against T x 1.25: {z_off.max():.1f})")
+    print(f"[sampling] {n} draws of one step: max p = {want.max():.3f}, total variation {tv:.4f}, "
+          f"max |z| {z.max():.2f} (against T x 1.25: {z_off.max():.1f})")
     assert want.max() < 0.9 and z.max() < 4.5 and tv < 0.05 and z_off.max() > 4.5
 
 
@@ -239,7 +239,8 @@ def test_http_bodies_carry_the_sampling_and_the_server_answers_the_in_process_to
     assert all(b["temperature"] == 0.8 and b["top_k"] == 20 and b["top_p"] == 0.9 and b["stream"] for b in sampled)
     greedy = [b for b in bodies if "seed" not in b]
     assert all(b["temperature"] == 0.0 and "top_k" not in b and "top_p" not in b for b in greedy)
-    print(f"[sampling] HTTP bodies: {json.dumps({k: sampled[0][k] for k in ('temperature', 'top_k', 'top_p', 'seed')})}")
+    shown = {k: sampled[0][k] for k in ("temperature", "top_k", "top_p", "seed")}
+    print(f"[sampling] HTTP bodies: {json.dumps(shown)}")
     assert got[s] == generate(model, prompts, s, 4)              # the server's tokens: the in-process ones
     assert got[Sampling()] == generate(model, prompts, Sampling(), 4)
 

@@ -14,7 +14,8 @@ from code.llama3_1_405b import SPEC, dataset
 # language/llama3.1-405b/SUT_VLLM.py: temperature 1, top_k 1 (greedy whatever the rest), seed 42, max_tokens 2000,
 # min_tokens 1 (its top_p 0 is vLLM's no-op beside top_k 1: 1.0 here). The tiny model asks for at least 2 tokens:
 # LoadGen with use_token_latencies logs an error for a 1-token answer.
-REAL = Generation(max_new_tokens=2000, min_new_tokens=1, sampling=Sampling(temperature=1.0, top_k=1, top_p=1.0, seed=42))
+REAL = Generation(max_new_tokens=2000, min_new_tokens=1,
+                  sampling=Sampling(temperature=1.0, top_k=1, top_p=1.0, seed=42))
 TINY = Generation(max_new_tokens=32, min_new_tokens=2)
 
 

@@ -198,8 +198,8 @@ class Scheduler(GenerationProcessor):
     """In-flight or static batching of GenRequests over one StepModel, on one worker thread."""
 
     def __init__(self, model: StepModel, max_batch_size: int, *, mode: str = "inflight", max_num_tokens: int = 0,
-                 batch_timeout_s: float = 0.0, name: str = "gen-worker-0", thread_init: Callable[[], None] | None = None,
-                 sampling: Sampling = GREEDY):
+                 batch_timeout_s: float = 0.0, name: str = "gen-worker-0",
+                 thread_init: Callable[[], None] | None = None, sampling: Sampling = GREEDY):
         if mode not in ("inflight", "static"):
             raise ValueError(f"batching mode {mode!r} is not inflight or static")
         self.model, self.mode, self.name = model, mode, name

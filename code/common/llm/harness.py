@@ -146,8 +146,8 @@ class LLMBenchmark(Benchmark):
         """The run's decoding: ``generation().sampling`` with what --llm_temperature, --llm_top_k, --llm_top_p and
         --llm_seed (or config.json) set."""
         s, v = self.generation().sampling, self.settings.values
-        over = {k: v.get(f"llm_{k}") for k in ("temperature", "top_k", "top_p", "seed") if v.get(f"llm_{k}") is not None}
-        return dataclasses.replace(s, **over) if over else s
+        over = {k: v.get(f"llm_{k}") for k in ("temperature", "top_k", "top_p", "seed")}
+        return dataclasses.replace(s, **{k: x for k, x in over.items() if x is not None})
 
     def make_tiny_raw(self, tokenizer, out_dir: Path, targets: Sequence[str] | None = None) -> None:
         """Write the synthetic dataset in the reference's raw format into out_dir (seeded: the same

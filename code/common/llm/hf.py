@@ -81,7 +81,8 @@ class TransformersStepModel(StepModel):
         from code.common.llm.sampling import RowSampler
 
         torch = self.torch
-        samplers = [None if h is None else RowSampler(h[0], h[1], self.device) for h in (sampling or [None] * len(prompts))]
+        samplers = [None if h is None else RowSampler(h[0], h[1], self.device)
+                    for h in (sampling or [None] * len(prompts))]
         lens = [len(p) for p in prompts]
         width = max(lens)
         self._within_window(width, len(prompts))

@@ -8,9 +8,10 @@ answer to ``QuerySamplesComplete``. One asyncio loop per processor runs its requ
 
 Each request: the prompt as token ids, ``max_tokens`` / ``min_tokens`` from the benchmark's generation settings,
 its decoding (``temperature`` 0 when greedy; else ``temperature``, ``top_p``, ``top_k`` where it filters, and the
-sample's own ``seed``, fields vLLM's, SGLang's and trtllm-serve's OpenAI routes take), ``stream``, ``return_token_ids`` (LoadGen needs the exact ids: vLLM sends them with
-this field, and so does the harness's own server), and a stop sequence as ``stop_sequence_ids`` (the harness's
-server) and ``stop`` text (other servers). Beam search is refused: OpenAI's completions API has no beams.
+sample's own ``seed``, fields vLLM's, SGLang's and trtllm-serve's OpenAI routes take), ``stream``,
+``return_token_ids`` (LoadGen needs the exact ids: vLLM sends them with this field, and so does the harness's own
+server), and a stop sequence as ``stop_sequence_ids`` (the harness's server) and ``stop`` text (other servers). Beam
+search is refused: OpenAI's completions API has no beams.
 
 Servers that speak less: ``--llm_api=chat`` sends the prompt's text (decoded with the benchmark's tokenizer) as
 one user message to ``/v1/chat/completions``; ``--llm_token_ids=retokenize`` takes the streamed text and encodes
