@@ -152,10 +152,10 @@ HEAVY = ("test_llm_harness",                     # 125 s
          "test_gpu_check",                       # 96 (the CPU dry-run)
          "test_submission_official_v60",         # 94
          "test_calibration",                     # 93
+         "test_llama3_1_405b",                   # 64 + ~30 (est.: VALID Server and Interactive, 480 queries each, TEST06)
          "test_ray_executor",                    # 85
          "test_whisper",                         # 77
          "test_gpt_oss_120b",                    # 72
-         "test_llama3_1_405b",                   # 64
          "test_retinanet_harness",               # 58
          "test_compliance_sdxl",                 # 53
          "test_llm_moe_llama31_harness",         # 48
