@@ -40,5 +40,8 @@ def raw_loop(settings, seconds: float) -> float:
 
 
 if __name__ == "__main__":
-    sys.exit(offline_bench_main(__doc__, "yolo", lambda tiny: "tiny YOLO11 (256x256)" if tiny else
-                                "YOLOv11l (640x640)", raw_loop, seconds=20.0, repeats=3))
+    from code.yolo.model import REAL_SIZE, TINY_SIZE
+
+    sys.exit(offline_bench_main(__doc__, "yolo", lambda tiny: f"{'tiny YOLO11' if tiny else 'YOLOv11l'} "
+                                f"({TINY_SIZE if tiny else REAL_SIZE}x{TINY_SIZE if tiny else REAL_SIZE})",
+                                raw_loop, seconds=20.0, repeats=3))

@@ -38,7 +38,7 @@ NUM_CLASSES = 80
 REG_MAX = 16
 STRIDES = (8, 16, 32)
 REAL_SIZE = 640
-TINY_SIZE = 256
+TINY_SIZE = 64                # a VALID MultiStream run is 662 queries x 8 images: ~1 CPU-ms an image here (12 at 256)
 TINY_ANCHOR_SHARE = 0.1      # share of the tiny model's anchors scoring >= 0.05 (calibration)
 TINY_LOGIT_STD = 0.5         # spread of its class logits over the calibration anchors (larger: saturated ties)
 TINY_SEED = 20261206
@@ -457,26 +457,49 @@ def postprocess(pred, orig_hw: tuple[int, int], size: int):
     """One image's engine output (84, A) -> (boxes xyxy in original pixels, scores, class indices 0..79),
     ultralytics' non_max_suppression + scale_boxes as YOLO.predict runs them (module docstring)."""
     import torch
+
+    return postprocess_batch(torch.as_tensor(pred)[None], [orig_hw], size)[0]
+
+
+def postprocess_batch(pred, orig_hws, size: int) -> list:
+    """A batch's engine output (B, 84, A) -> per image what ``postprocess`` gives, bit for bit: the decoding,
+    threshold and scaling run once over the batch, the NMS per image (as ultralytics' loop; one call over the
+    batch would need coordinates offset per image, and float32 rounds those). Small torch ops: ~25 per batch
+    instead of ~25 per image (host NMS of the tiny detector, 8 images: 0.52 -> 0.1x ms an image)."""
+    import torch
     import torchvision
 
-    x = torch.as_tensor(pred).float().transpose(0, 1)                   # (A, 84)
-    x = x[x[:, 4:].amax(1) > CONF_THRES]
-    xy, wh = x[:, :2], x[:, 2:4] / 2
-    box = torch.cat((xy - wh, xy + wh), 1)                              # xywh2xyxy
-    conf, j = x[:, 4:].max(1, keepdim=True)
-    keep = conf.view(-1) > CONF_THRES
-    box, conf, j = box[keep], conf[keep], j[keep].float()
-    if len(conf) > MAX_NMS:
-        top = conf.view(-1).argsort(descending=True)[:MAX_NMS]
-        box, conf, j = box[top], conf[top], j[top]
-    i = torchvision.ops.nms(box + j * MAX_WH, conf.view(-1), IOU_THRES)[:MAX_DET]
-    box, conf, j = box[i], conf[i].view(-1), j[i].view(-1)
-    h0, w0 = orig_hw                    # scale_boxes(padding=True): per-axis gains of the sides LetterBox rounded
-    gain = min(size / h0, size / w0)
-    new_h, new_w = max(round(h0 * gain), 1), max(round(w0 * gain), 1)
-    pad_w, pad_h = round((size - new_w) / 2 - 0.1), round((size - new_h) / 2 - 0.1)
-    box = (box - torch.tensor([pad_w, pad_h, pad_w, pad_h], dtype=box.dtype)) / torch.tensor(
-        [new_w / w0, new_h / h0, new_w / w0, new_h / h0], dtype=box.dtype)
-    box[:, 0::2] = box[:, 0::2].clamp(0, w0)
-    box[:, 1::2] = box[:, 1::2].clamp(0, h0)
-    return box.numpy(), conf.numpy(), j.numpy().astype("int64")
+    x = torch.as_tensor(pred).float().transpose(1, 2)                   # (B, A, 84)
+    conf, j = x[..., 4:].max(2)                                         # best class per anchor, first of ties
+    xy, wh = x[..., :2], x[..., 2:4] / 2
+    box = torch.cat((xy - wh, xy + wh), 2)                              # xywh2xyxy
+    j = j.float()
+    offset = box + j[..., None] * MAX_WH                                # class-aware NMS: classes never overlap
+    picks = []
+    for b in range(len(x)):
+        idx = torch.nonzero(conf[b] > CONF_THRES).view(-1)              # candidates in anchor order
+        if len(idx) > MAX_NMS:
+            idx = idx[conf[b, idx].argsort(descending=True)[:MAX_NMS]]
+        picks.append(idx[torchvision.ops.nms(offset[b, idx], conf[b, idx], IOU_THRES)[:MAX_DET]])
+    counts = [len(p) for p in picks]
+    rows = torch.cat([torch.full((n,), b, dtype=torch.long) for b, n in enumerate(counts)])
+    cols = torch.cat(picks)
+    box, conf, j = box[rows, cols], conf[rows, cols], j[rows, cols]
+    # scale_boxes(padding=True) per image: per-axis gains of the sides LetterBox rounded, its rounded padding
+    pads, gains, lims = [], [], []
+    for h0, w0 in orig_hws:
+        gain = min(size / h0, size / w0)
+        new_h, new_w = max(round(h0 * gain), 1), max(round(w0 * gain), 1)
+        pad_w, pad_h = round((size - new_w) / 2 - 0.1), round((size - new_h) / 2 - 0.1)
+        pads.append([pad_w, pad_h, pad_w, pad_h])
+        gains.append([new_w / w0, new_h / h0, new_w / w0, new_h / h0])
+        lims.append([w0, h0, w0, h0])
+    per_row = torch.tensor(counts)
+    pad, gain, lim = (torch.tensor(v, dtype=box.dtype).repeat_interleave(per_row, 0) for v in (pads, gains, lims))
+    box = torch.minimum(((box - pad) / gain).clamp(min=0), lim)
+    box, conf, j = box.numpy(), conf.numpy(), j.numpy().astype("int64")
+    out, s = [], 0
+    for n in counts:
+        out.append((box[s:s + n], conf[s:s + n], j[s:s + n]))
+        s += n
+    return out
