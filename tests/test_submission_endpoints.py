@@ -27,7 +27,7 @@ from tests.conftest import NO_OFFICIAL, _priority, metadata_under, official_root
 from tests.test_llm_http import endpoints_venv, free_port, one_error  # noqa: F401 - endpoints_venv is a fixture
 
 RND = rounds.V6_1
-SERVER_QPS = 40          # about a third of the tiny server's rate on one busy core: TTFT/TPOT p99 far inside bounds
+SERVER_QPS = 40          # at most; a third of the offline report's rate (the server's own, measured just before)
 SERVER_SAMPLES = 670     # the early-stopping p99 estimate needs 662
 TOKENS = 8               # every answer exactly this long (min = max): TPOT over 7 gaps, so one stall does not decide it
 
@@ -72,13 +72,17 @@ def reports(tiny_llama31, endpoints_venv, tmp_path_factory):  # noqa: F811 - the
                            for s in samples[:8]))
     try:
         off = _client(endpoints_venv, "offline", url, ckpt, perf, acc, base / "offline", ["--num-samples", "8"])
-        for _ in range(3):           # a Server tail on a shared CPU: a stall of the other test worker can decide it
+        # never a fixed rate alone: 40 QPS held on two busy cores and backed up (TTFT median 3.5 s) on one core
+        # (scripts/test_under_load.py --one-core); a bound missed is the load's, so again at half the rate
+        qps = round(min(SERVER_QPS, off["qps"] / 3), 1)
+        for _ in range(3):
             shutil.rmtree(base / "online", ignore_errors=True)
             on = _client(endpoints_venv, "online", url, ckpt, perf, acc, base / "online",
                          ["--num-samples", str(SERVER_SAMPLES), "--load-pattern", "poisson", "--target-qps",
-                          str(SERVER_QPS), "--streaming", "on"])
+                          str(qps), "--streaming", "on"])
             if _p99_within_bounds(on):
                 break
+            qps = round(qps / 2, 1)
         # and our SUT through the same server in the edge scenario (SingleStream: one query at a time)
         run_main("--action=run_harness", "--benchmarks=llama3_1_8b", "--model_variant=tiny", "--backend=openai",
                  "--category=edge", "--scenarios=SingleStream", "--min_duration=500", "--min_query_count=16",
