@@ -49,8 +49,9 @@ def runs(env) -> dict:
 @pytest.fixture(scope="module")
 def audits(runs, env) -> dict:
     """TEST01 in every scenario (the checker wants each), verified against the runs above: scenario -> (process,
-    audit folder, verification record)."""
-    out = {"Offline": run_audit(env, "TEST01", "yolo", (*BASE, "--scenarios=Offline"), OFFLINE)}
+    audit folder, verification record). One try each: a tiny run lasts 0.1-5 s, and its ±10% timed comparison on a
+    shared CPU is what a retry would change (assert_test01_passed accepts that failure alone, with a warning)."""
+    out = {"Offline": run_audit(env, "TEST01", "yolo", (*BASE, "--scenarios=Offline"), OFFLINE, attempts=1)}
     for scen, args in EDGE:
         r = run_main("--action=run_audit_harness", "--audit_test=TEST01", *BASE, f"--scenarios={scen}", *args, env=env)
         d = audit_dir(env, "TEST01", "yolo", scen)

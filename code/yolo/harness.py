@@ -191,8 +191,8 @@ class YoloProcessor(Processor):
 
     def warmup(self) -> None:
         """The whole of ``process`` once, before LoadGen's clock: the engine, and the host NMS, whose first call
-        imports torchvision and loads its ops (1.5-7 s on this 2-core CPU: 12-40% of a 12 s Offline run, the
-        harness/raw ratio 0.85 of an earlier warmup that ran the engine alone)."""
+        loads torchvision's ops (it imported all of torchvision before ``model._nms``: 1.5-7 s on this 2-core CPU,
+        12-40% of a 12 s Offline run, the harness/raw ratio 0.85 of an earlier warmup that ran the engine alone)."""
         n, hw = self.batch_size, (self.size, self.size)
         self._rows(range(n), self.engine.infer({self.input: np.zeros((n, 3, *hw), np.float32)})[model.OUTPUT], [hw] * n)
 

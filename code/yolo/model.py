@@ -461,14 +461,39 @@ def postprocess(pred, orig_hw: tuple[int, int], size: int):
     return postprocess_batch(torch.as_tensor(pred)[None], [orig_hw], size)[0]
 
 
+def _nms():
+    """torchvision's NMS kernel (``torch.ops.torchvision.nms``, which ``torchvision.ops.nms`` calls) with only
+    torchvision's compiled ops loaded: ``import torchvision`` also imports its models and torch._dynamo (3-4 s of a
+    fresh process here). Falls back to the import where the library is not found as installed here."""
+    import torch
+
+    try:
+        return torch.ops.torchvision.nms
+    except (AttributeError, RuntimeError):
+        pass
+    import importlib.util
+
+    spec = importlib.util.find_spec("torchvision")
+    for lib in sorted(Path(next(iter(spec.submodule_search_locations))).glob("_C*")) if spec else ():
+        if lib.suffix in (".so", ".pyd", ".dylib"):
+            try:
+                torch.ops.load_library(str(lib))
+                return torch.ops.torchvision.nms
+            except (OSError, AttributeError, RuntimeError):
+                continue
+    import torchvision.ops  # noqa: F401  (the whole package registers the ops)
+
+    return torch.ops.torchvision.nms
+
+
 def postprocess_batch(pred, orig_hws, size: int) -> list:
     """A batch's engine output (B, 84, A) -> per image what ``postprocess`` gives, bit for bit: the decoding,
     threshold and scaling run once over the batch, the NMS per image (as ultralytics' loop; one call over the
     batch would need coordinates offset per image, and float32 rounds those). Small torch ops: ~25 per batch
     instead of ~25 per image (host NMS of the tiny detector, 8 images: 0.52 -> 0.1x ms an image)."""
     import torch
-    import torchvision
 
+    nms = _nms()
     x = torch.as_tensor(pred).float().transpose(1, 2)                   # (B, A, 84)
     conf, j = x[..., 4:].max(2)                                         # best class per anchor, first of ties
     xy, wh = x[..., :2], x[..., 2:4] / 2
@@ -480,7 +505,7 @@ def postprocess_batch(pred, orig_hws, size: int) -> list:
         idx = torch.nonzero(conf[b] > CONF_THRES).view(-1)              # candidates in anchor order
         if len(idx) > MAX_NMS:
             idx = idx[conf[b, idx].argsort(descending=True)[:MAX_NMS]]
-        picks.append(idx[torchvision.ops.nms(offset[b, idx], conf[b, idx], IOU_THRES)[:MAX_DET]])
+        picks.append(idx[nms(offset[b, idx], conf[b, idx], IOU_THRES)[:MAX_DET]])
     counts = [len(p) for p in picks]
     rows = torch.cat([torch.full((n,), b, dtype=torch.long) for b, n in enumerate(counts)])
     cols = torch.cat(picks)
