@@ -152,7 +152,7 @@ HEAVY = ("test_llm_harness",                     # 125 s
          "test_gpu_check",                       # 96 (the CPU dry-run)
          "test_submission_official_v60",         # 94
          "test_calibration",                     # 93
-         "test_llama3_1_405b",                   # 64 + ~30 (est.: VALID Server and Interactive, 480 queries each, TEST06)
+         "test_llama3_1_405b",                   # 64 + ~25 (est.: VALID Server and Interactive, TEST06; +24 s alone)
          "test_ray_executor",                    # 85
          "test_whisper",                         # 77
          "test_gpt_oss_120b",                    # 72

@@ -156,6 +156,8 @@ def test_server_valid_and_test06(l405):
              "TEST06 verification complete"]
     assert (d / "verify_accuracy.txt").read_text().splitlines() == lines
     rec = json.loads((d / "verification.json").read_text())
+    print(f"FIGURE tiny Llama3.1-405B TEST06 over {rec['accuracy']['samples']} logged samples: {rec['accuracy']['verdict']}"
+          f" (official: {((rec.get('official') or {}).get('accuracy') or {}).get('text', 'not run').splitlines()[-1]})")
     assert rec["passed"] and rec["accuracy"]["samples"] >= 30 and rec["accuracy"]["eos_token_id"] is not None
     if os.environ.get("MLPERF_INFERENCE_DIR"):        # make test: compliance/TEST06/run_verification.py ran on the log
         official = rec["official"]
