@@ -259,6 +259,10 @@ def test_yolo_postprocess_matches_batched_nms():
     assert len(boxes) == model.MAX_DET
     assert np.allclose(boxes, want.numpy(), atol=1e-3) and np.array_equal(classes, j[keep][k].numpy())
     assert np.allclose(scores, conf[keep][k].numpy())
+    # the harness's batched form: each image of a batch of three shapes exactly as alone (no boxes, pads or gains mixed)
+    preds, hws = torch.stack([pred, pred.flip(1), pred.roll(7, 1)]), [(300, 500), (640, 200), (57, 1000)]
+    for got, p, hw in zip(model.postprocess_batch(preds, hws, 256), preds, hws):
+        assert all(np.array_equal(a, b) for a, b in zip(got, model.postprocess(p, hw, 256)))
 
 
 def test_yolo_detector_and_nms_match_ultralytics():
