@@ -1,5 +1,6 @@
-"""YOLO (yolo-95 / yolo-99) tiny variant end to end: real LoadGen and ONNX Runtime, no mocks; its audit (TEST01);
-the official accuracy script against ours; and the fidelity of letterbox, detector, NMS and checkpoint loading.
+"""YOLO (yolo-95 / yolo-99) tiny variant end to end: real LoadGen and ONNX Runtime, no mocks; VALID in every edge
+scenario, with its audit (TEST01) in each; the staged v6.1 edge export through the official checker; the official
+accuracy script against ours; and the fidelity of letterbox, detector, NMS and checkpoint loading.
 
 Fidelity references: the official ``tools/accuracy-coco.py`` (subprocess; it needs pycocotools only) for the
 score; for pre- and post-processing the reference is ultralytics (AGPL-3.0, not a dependency of this project,
@@ -23,10 +24,10 @@ from tests.conftest import (PY, TINY_UNAVOIDABLE, assert_test01_passed, audit_di
 
 BASE = ("--benchmarks=yolo", "--model_variant=tiny")          # round v6.1: the one LoadGen 6.0.17 carries
 OFFLINE = offline_samples(64)
-SS_SHORT = ("--min_duration=100", "--min_query_count=64")      # SingleStream's p90 needs 64 queries: VALID
+SS_VALID = ("--min_duration=100", "--min_query_count=64")      # SingleStream's p90 needs 64 queries: VALID
 # MultiStream's p99 needs 662 queries of 8 images (early stopping's minimum): VALID, 5,296 images of TINY_SIZE 64
-MS_SHORT = ("--min_duration=100", "--min_query_count=662")
-EDGE = (("SingleStream", SS_SHORT), ("MultiStream", MS_SHORT))
+MS_VALID = ("--min_duration=100", "--min_query_count=662")
+EDGE = (("SingleStream", SS_VALID), ("MultiStream", MS_VALID))
 
 
 @pytest.fixture(scope="module")
