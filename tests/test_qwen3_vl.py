@@ -240,7 +240,8 @@ def test_qwen3_vl_interactive_run_end_to_end_bound(qv):
     assert eff["effective_target_qps"] == qps and m["results"]["result_99.00_percentile_latency_ns"] < 1.5e9
     detail = (Path(m["log_dir"]) / "mlperf_log_detail.txt").read_text()
     assert "use_token_latencies" not in detail and "first_token" not in detail      # LoadGen logs them only when on
-    assert "qwen3-vl-235b-a22b-interactive.Server.target_latency = 1500" in (Path(m["log_dir"]) / "user.conf").read_text()
+    conf = (Path(m["log_dir"]) / "user.conf").read_text()
+    assert "qwen3-vl-235b-a22b-interactive.Server.target_latency = 1500" in conf
 
 
 def test_qwen3_vl_staged_export_official_checker(qv, tmp_path):
