@@ -293,3 +293,30 @@ def test_power_item_lands_where_staging_export_and_the_checker_read_it(smoke, tm
     assert flow.record(item, s, logs, True) == (True, "", testing)
     (Path(meta["power_run"]["performance_dir"]) / "power" / "server.json").unlink()
     assert flow.record(item, s, logs, True) == (False, "power result incomplete: no power/server.json", testing)
+
+
+def test_smoke_server_rate_is_a_share_of_the_offline_smoke_run(tmp_path, monkeypatch):
+    """A smoke plan runs each entry's Offline items first and schedules the Server run and its audits at
+    SMOKE_SERVER_SHARE of the Offline run's samples/s (a config's fixed 8 QPS left tiny SDXL INVALID at 5.4/s, and its
+    TEST01/TEST04 with nothing to be verified against); no rate while that run is missing, for accuracy runs, or in a
+    full plan (the config's rate)."""
+    from code.common.submission import flow, plan as P
+
+    items, _ = P.derive("v5.0", "datacenter", ("sdxl",))
+    keys = [i.key for i in items]
+    assert max(k for k, i in enumerate(items) if i.scenario == "Offline") < \
+        min(k for k, i in enumerate(items) if i.scenario == "Server"), keys
+    (tmp_path / "metadata.json").write_text(json.dumps({"results": {"result_samples_per_second": 5.0}}))
+    done = {"Offline"}
+    monkeypatch.setattr(flow, "record", lambda item, s, logs, smoke: (item.scenario in done, "", tmp_path))
+    by = {i.key: i for i in items}
+    rate = [f"--server_target_qps={P.SMOKE_SERVER_SHARE * 5.0}"]
+    for k in ("stable-diffusion-xl/Server/performance", "stable-diffusion-xl/Server/TEST01",
+              "stable-diffusion-xl/Server/TEST04"):
+        assert flow.smoke_rate(by[k], items, dict.fromkeys(keys), tmp_path, True) == rate, k
+    assert flow.smoke_rate(by["stable-diffusion-xl/Server/accuracy"], items, dict.fromkeys(keys), tmp_path, True) == []
+    assert flow.smoke_rate(by["stable-diffusion-xl/Server/performance"], items, dict.fromkeys(keys), tmp_path,
+                           False) == []
+    done.clear()
+    assert flow.smoke_rate(by["stable-diffusion-xl/Server/performance"], items, dict.fromkeys(keys), tmp_path,
+                           True) == []

@@ -99,6 +99,27 @@ def record(item: P.Item, s, logs: Path, smoke: bool) -> tuple[bool, str, Path]:
     return why is None, why or "", d
 
 
+def smoke_rate(item: P.Item, items: list[P.Item], settings: dict, logs: Path, smoke: bool) -> list[str]:
+    """A smoke plan's Server / Interactive item (its run or an audit of it): ``--server_target_qps`` at
+    P.SMOKE_SERVER_SHARE of the same entry's Offline smoke run, when that run is complete; else nothing (the
+    config's rate)."""
+    if not smoke or item.scenario not in P.RATE_SCENARIOS or item.kind == "accuracy":
+        return []
+    off = next((i for i in items if i.entry == item.entry and i.scenario == "Offline"
+                and i.kind in ("performance", "power")), None)
+    if off is None:
+        return []
+    ok, _, d = record(off, settings[off.key], logs, smoke)
+    meta = _read(d / "metadata.json") if ok else None
+    sps = ((meta or {}).get("results") or {}).get("result_samples_per_second") or 0
+    if not sps:
+        return []
+    qps = round(max(0.1, P.SMOKE_SERVER_SHARE * float(sps)), 3)
+    print(f"[submission] {item.key}: Server rate {qps} QPS ({P.SMOKE_SERVER_SHARE:.0%} of the Offline smoke run's "
+          f"{float(sps):.2f} samples/s)")
+    return [f"--server_target_qps={qps}"]
+
+
 def _testing_run(s, root: Path) -> Path:
     """The latest testing run of ``s``'s benchmark and scenario under ``root`` (a power item's runs), else ``root``."""
     from code.common.results.selection import scan
@@ -170,8 +191,8 @@ def submission(cli: dict, plan) -> int:
     done = 0
     try:
         for n, item in enumerate(items):
-            done += _one(item, n, items, settings[item.key], lambda a=argvs[item.key]: _dispatch(plan, a), state,
-                         logs, smoke, prog, done, save)
+            run = lambda a=argvs[item.key], i=item: _dispatch(plan, a + smoke_rate(i, items, settings, logs, smoke))
+            done += _one(item, n, items, settings[item.key], run, state, logs, smoke, prog, done, save)
     except KeyboardInterrupt:      # the runner has stopped the run and removed its partial folder
         for rec in state["items"].values():
             if rec.get("state") == "running":
