@@ -248,8 +248,8 @@ def test_qwen3_vl_staged_export_official_checker(qv, tmp_path):
     """The module's Offline runs (v6.1 datacenter's one required scenario; qwen3-vl is in none of the checker's
     models_TEST lists, so no audit) staged, truncated and exported for v6.1: the official checker reads them and
     reports only what a tiny CPU run cannot avoid: its length, 24 of 48,289 samples, and no Interactive or Server
-    result (the checker wants one of its optional pair; the module's runs of both are short of early stopping, which
-    staging refuses, and a VALID one needs ~460 queries)."""
+    result (the checker wants one of its optional pair; the module's Server and Interactive runs, short of early
+    stopping, are not staged: they stay outside its build/; a VALID one needs ~460 queries, minutes here)."""
     sub, errors = staged_official_check(qv["env"], tmp_path, "v6.1")
     assert list(sub.rglob("qwen3-vl-235b-a22b/Offline/accuracy/accuracy.txt"))
     assert list(sub.rglob("qwen3-vl-235b-a22b/Offline/performance/run_1/mlperf_log_detail.txt"))
