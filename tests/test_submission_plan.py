@@ -320,3 +320,23 @@ def test_smoke_server_rate_is_a_share_of_the_offline_smoke_run(tmp_path, monkeyp
     done.clear()
     assert flow.smoke_rate(by["stable-diffusion-xl/Server/performance"], items, dict.fromkeys(keys), tmp_path,
                            True) == []
+
+
+def test_smoke_record_wants_a_valid_performance_run(tmp_path, monkeypatch):
+    """A smoke plan keeps a performance run only when LoadGen called it VALID (its audits are verified against it): an
+    INVALID Server run is redone on the next invocation, not kept with its audits failing on every rerun."""
+    from code.common.harness.runner import default_log_dir
+    from code.common.submission import flow, plan as P
+    from code.main import plan
+
+    monkeypatch.setenv("MLPERF_BUILD_DIR", str(tmp_path / "build"))
+    items, _ = P.derive("v5.0", "datacenter", ("resnet50",))
+    item = next(i for i in items if i.key == "resnet/Server/performance")
+    s = plan(item.argv("v5.0", "tiny", True, str(tmp_path / "logs")))[1][0]
+    d = default_log_dir(s, P.MODES[item.kind], "", str(tmp_path / "logs"))
+    d.mkdir(parents=True)
+    meta = {"status": "ok", "control": {"smoke": True}, "result_validity": "INVALID", "valid": False,
+            "invalid_reasons": ["latency bound not met: p99 latency 1.55e+04 ms is over the 100 ms bound"]}
+    (d / "metadata.json").write_text(json.dumps(meta))
+    ok, why, where = flow.record(item, s, tmp_path / "logs", True)
+    assert (ok, where) == (False, d) and why.startswith("LoadGen result INVALID (latency bound not met"), why

@@ -88,7 +88,9 @@ def record(item: P.Item, s, logs: Path, smoke: bool) -> tuple[bool, str, Path]:
         return True, "", d
     run = sel.Run(d, meta)
     if item.kind in ("performance", "power"):
-        why = sel._why_not(run, sel.PERF_FILES, "", allow) if smoke else sel._why_not_performance(run)
+        # VALID in a smoke plan too: its runs are sized so they can be (P.SMOKE_ARGS), and its audits are verified
+        # against them (an INVALID Server run left its TEST01/TEST04 failing on every rerun, the run itself kept)
+        why = sel._why_not_performance(run, allow)
         gone = missing((meta.get("power_run") or {}).get("performance_dir") or d) if item.kind == "power" else []
         if why is None and gone:
             why = f"power result incomplete: no {gone[0]}"
