@@ -58,20 +58,29 @@ def user_conf_text(s: RunSettings, control: RunControl) -> str:
     bound = end_to_end_bound_ns(s)
     if bound and not s.values.get("server_target_latency_ns"):
         put("target_latency", f"{bound / 1e6:g}")
+    entry = _round_entry(s)
+    for key, value in (entry.loadgen_conf.get(s.scenario, {}) if entry else {}).items():
+        put(key, value)
     return "\n".join(lines) + "\n"
+
+
+def _round_entry(s: RunSettings):
+    """The run's round entry, None for a benchmark outside the round."""
+    from code.common import rounds
+
+    if not rounds.ROUNDS:
+        return None
+    try:
+        return s.round_entry()
+    except Exception:  # noqa: BLE001 - a benchmark outside the round: no figures of its own
+        return None
 
 
 def end_to_end_bound_ns(s: RunSettings) -> int:
     """The round's end-to-end p99 bound of this run's scenario (RoundBenchmark.latency_constraint_ns; Qwen3-VL's
     Interactive 1.5 s is in no mlperf.conf LoadGen compiles), 0 where it has none."""
-    from code.common import rounds
-
-    if not scenarios.get(s.scenario).runs_as_server or not rounds.ROUNDS:
-        return 0
-    try:
-        return int(s.round_entry().latency_constraint_ns.get(s.scenario, 0))
-    except Exception:  # noqa: BLE001 - a benchmark outside the round: no bound of its own
-        return 0
+    entry = _round_entry(s) if scenarios.get(s.scenario).runs_as_server else None
+    return int(entry.latency_constraint_ns.get(s.scenario, 0)) if entry else 0
 
 
 def system_to_json(system) -> dict:

@@ -77,6 +77,11 @@ class RoundBenchmark:
     # per token (qwen3-vl-235b-a22b: Server 12 s, Interactive 1.5 s); user.conf's target_latency and the
     # submission checks read it here
     latency_constraint_ns: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    # LoadGen settings the reference requires where the mlperf.conf LoadGen compiles has none for a scenario's model
+    # name (qwen3-vl-235b-a22b-interactive: sample concatenation permutation, which the reference README enables in
+    # every scenario and LoadGen's mlperf.conf sets for qwen3-vl-235b-a22b.* only): scenario -> {key: value}, written
+    # into user.conf by the runner
+    loadgen_conf: Mapping[str, Mapping[str, object]] = dataclasses.field(default_factory=dict)
 
     def for_scenario(self, scenario: str | None) -> "RoundBenchmark":
         """This entry as ``scenario`` sees it (its scenario_overrides applied)."""

@@ -50,6 +50,7 @@ QWEN3_VL_V61 = entry("qwen3-vl-235b-a22b", "qwen3_vl", "qwen3-vl-235b-a22b", dc=
                      optional_scenarios=("Interactive", SRV), size=48289, psc=48289, accuracy_sample_count=48289,
                      acc=("F1_HIERARCHICAL", 0.7903 * 0.99),
                      latency_constraint_ns={SRV: 12_000_000_000, "Interactive": 1_500_000_000},
+                     loadgen_conf={"Interactive": {"sample_concatenate_permutation": 1}},
                      scenario_overrides={"Interactive": {"accuracy_min": {"F1_HIERARCHICAL": 0.7878 * 0.99},
                                                          "accuracy_sample_count": 8000}})
 
