@@ -340,3 +340,28 @@ def test_smoke_record_wants_a_valid_performance_run(tmp_path, monkeypatch):
     (d / "metadata.json").write_text(json.dumps(meta))
     ok, why, where = flow.record(item, s, tmp_path / "logs", True)
     assert (ok, where) == (False, d) and why.startswith("LoadGen result INVALID (latency bound not met"), why
+
+
+def test_smoke_server_run_once_more_at_half_the_rate_when_invalid_for_the_load(tmp_path, monkeypatch):
+    """A smoke Server run INVALID for the load alone (a bound missed on a busy machine) is made once more at half its
+    rate; VALID, or INVALID for another reason, it is not; an accuracy run never."""
+    from code.common.submission import flow, plan as P
+
+    items, _ = P.derive("v5.0", "datacenter", ("resnet50",))
+    by = {i.key: i for i in items}
+    monkeypatch.setattr(flow, "smoke_rate", lambda item, *a: [] if item.kind == "accuracy" else
+                        ["--server_target_qps=30.0"])
+    for why, want in (("LoadGen result INVALID (early stopping not met: 5 of 662 queries were over the latency "
+                       "bound; Run longer or lower the load)", [["--server_target_qps=30.0"],
+                                                                ["--server_target_qps=15.0"]]),
+                      ("", [["--server_target_qps=30.0"]]),
+                      ("LoadGen result INVALID (min_query_count not met)", [["--server_target_qps=30.0"]])):
+        monkeypatch.setattr(flow, "record", lambda *a, w=why: (not w, w, tmp_path))
+        calls: list = []
+        flow._smoke_or_run(by["resnet/Server/performance"], items, dict.fromkeys(by), tmp_path, True,
+                           lambda extra: calls.append(extra) or 0)
+        assert calls == want, (why, calls)
+    calls = []
+    flow._smoke_or_run(by["resnet/Server/accuracy"], items, dict.fromkeys(by), tmp_path, True,
+                       lambda extra: calls.append(extra) or 0)
+    assert calls == [[]]
