@@ -10,6 +10,7 @@ round table's facts (no audits for this benchmark in either round); the Hub down
 Sized for a 2-core machine: one module fixture (an AccuracyOnly run at batch 1 and one Offline performance run)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -262,10 +263,11 @@ def test_qwen3_vl_staged_export_official_checker(qv, tmp_path):
     assert [ln for ln in errors if not any(re.search(p, ln) for p in unavoidable)] == [], errors
 
 
-def test_qwen3_vl_http_chat_completions_with_image_urls(qv, tmp_path):
+def test_qwen3_vl_http_chat_completions_with_image_urls(qv, sampled, tmp_path):
     """The harness's own server (make run_llm_server, batch 1) takes the reference's messages, image_url data URL
     and all: the prompt it builds is the preprocessed one and its answer the in-process one; --backend=openai sends
-    every sample so and logs the same answers."""
+    every sample so and logs the same answers; a sampled request (the reference's parameters, the sample's seed)
+    answers what that sample's stream gives in process."""
     import urllib.request
 
     from code.common.llm.harness import load_prompts
@@ -288,6 +290,16 @@ def test_qwen3_vl_http_chat_completions_with_image_urls(qv, tmp_path):
         prompts = load_prompts(scratch(env) / "preprocessed_data" / "qwen3_vl" / "tiny" / "prompts.npz")
         assert ans["prompt_token_ids"] == prompts[3].tolist()
         assert ans["choices"][0]["message"]["content"] == answers_of(qv["acc"]["log_dir"])[3]
+        s, greedy = sampled["s"], answers_of(qv["acc"]["log_dir"])
+        picks = [i for i, t in enumerate(sampled["text"]) if t != greedy[i]][:2]    # where sampling shows
+        assert picks
+        for i in picks:                        # sampled, with the sample's seed: its in-process stream's answer
+            body = {**body, "messages": dataset.messages(rows[i]), "temperature": s.temperature, "top_p": s.top_p,
+                    "top_k": s.top_k, "seed": s.request_seed(i)}
+            req = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                assert json.loads(resp.read())["choices"][0]["message"]["content"] == sampled["text"][i], i
         run_main("--action=run_harness", *Q, "--scenarios=Offline", "--test_mode=AccuracyOnly", "--backend=openai",
                  "--llm_sample_count=12", f"--log_dir={tmp_path / 'http'}", env=env, check=True)
         m = one(tmp_path / "http")
@@ -331,3 +343,106 @@ def test_qwen3_vl_real_model_and_data_from_the_hub_pinned_and_checked(tmp_path, 
     monkeypatch.setattr(download, "DATA_ROWS", 48289)
     with pytest.raises(MissingDataError, match="5 rows in train \\+ test, expected 48289"):
         download.download_data(tmp_path / "data2", log=lambda *a: None)
+
+
+# --- decoding: the reference samples (temperature 0.7, top_p 0.8, top_k 20); tiny stays greedy --------------------
+
+SAMPLED = ("--llm_temperature=0.7", "--llm_top_p=0.8", "--llm_top_k=20")
+
+
+@pytest.fixture(scope="module")
+def sampled(tiny_qwen3_vl):
+    """The first 8 tiny samples through transformers' ``generate`` in process (``vision.generate``), each at batch 1
+    from its own stream at the reference's sampling (seed 0, its index); ``gen`` runs any batch of them."""
+    import torch
+
+    from code.common.llm import vision
+    from code.common.llm.harness import load_prompts
+    from code.common.llm.sampling import Sampling
+    from code.qwen3_vl import dataset
+    from code.qwen3_vl.harness import TINY
+
+    n, env = 8, tiny_qwen3_vl
+    ck = scratch(env) / "models" / "qwen3_vl" / "tiny" / "checkpoint"
+    model = vision.load_model(str(ck), torch.float32, "cpu")
+    inputs = vision.ChatInputs(str(ck))
+    prompts = load_prompts(scratch(env) / "preprocessed_data" / "qwen3_vl" / "tiny" / "prompts.npz")[:n]
+    rows = dataset.read(scratch(env) / "data" / "qwen3_vl" / "tiny", "x")[:n]
+    pix = [inputs.pixels(dataset.messages(r), p) for r, p in zip(rows, prompts)]
+    cfg = json.loads((ck / "config.json").read_text())
+    eos = cfg.get("eos_token_id", (cfg.get("text_config") or {}).get("eos_token_id"))
+
+    def gen(idx, how):
+        return vision.generate(model, [prompts[i] for i in idx], [pix[i] for i in idx],
+                               max_new_tokens=TINY.max_new_tokens, min_new_tokens=TINY.min_new_tokens,
+                               eos_token_id=eos, pad_token_id=0,
+                               sampling=[None if h is None else (h, h.request_seed(i)) for i, h in zip(idx, how)])
+    s = Sampling(temperature=0.7, top_k=20, top_p=0.8, seed=0)
+    tokens = [gen([i], [s])[0] for i in range(n)]
+    return {"n": n, "s": s, "gen": gen, "tokens": tokens,
+            "text": [inputs.proc.tokenizer.decode(t, skip_special_tokens=True) for t in tokens]}
+
+
+def test_qwen3_vl_sampled_run_is_each_samples_seeded_stream_at_any_batch(tiny_qwen3_vl, sampled, tmp_path):
+    """The tiny variant at the reference's sampling (flags through the schema), 8 samples in one LoadGen batch of 8:
+    metadata.json records it, every answer is the one its own stream (seed 0, its index) gives at batch 1 through
+    transformers' ``generate`` and inside an in-process batch in another order; seed 1 answers otherwise somewhere;
+    greedy rows in the same call stay plain generate's."""
+    from tests.conftest import metadata_under
+
+    n, s, gen, one_by_one = sampled["n"], sampled["s"], sampled["gen"], sampled["tokens"]
+    env = dict(tiny_qwen3_vl, MLPERF_BUILD_DIR=str(tmp_path / "build"))
+    run_main("--action=run_harness", *Q, "--scenarios=Offline", "--test_mode=AccuracyOnly", "--gpu_batch_size=8",
+             f"--llm_sample_count={n}", *SAMPLED, f"--log_dir={tmp_path / 'logs'}", env=env, check=True)
+    [m] = metadata_under(tmp_path / "logs")
+    assert m["generation"]["sampling"] == {**s.record(), "decoding": "sampling"}, m.get("error")
+    got = answers_of(m["log_dir"])
+    assert [got.get(i) for i in range(n)] == sampled["text"]      # LoadGen's batch of 8 == batch 1, sample by sample
+    order = [5, 2, 7, 0]                                            # a batch of another shape, two rows greedy
+    greedy = [list(t) for t in generate_reference(env, "qwen3_vl")]
+    assert gen(order, [s, None, s, None]) == [one_by_one[5], greedy[2], one_by_one[7], greedy[0]]
+    other = [gen([i], [dataclasses.replace(s, seed=1)])[0] for i in range(n)]
+    differ = sum(a != b for a, b in zip(other, one_by_one))
+    off = sum(a != greedy[i] for i, a in enumerate(one_by_one))
+    print(f"FIGURE qwen3_vl tiny sampled (T 0.7, top_p 0.8, top_k 20): batch 8 == batch 1 for {n} of {n}; seed 1 "
+          f"differs on {differ} of {n}; {off} of {n} differ from greedy")
+    assert differ >= 1 and all(len(t) >= 1 for t in one_by_one)
+
+
+def reference_sampling_from_readme() -> dict:
+    """The reference README's "Sampling parameters" (shared folder), or the constants where it is absent."""
+    try:
+        text = official_root("multimodal", "qwen3-vl", "README.md").read_text()
+    except pytest.skip.Exception:                                   # no shared folder here
+        return {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.0}
+    out = {}
+    for key, name in (("temperature", "Temperature"), ("top_p", "Top-P"), ("top_k", "Top-K"),
+                      ("repetition_penalty", "Repetition penalty")):
+        found = set(re.findall(rf"^\s*- {name}: None resolves to ([\d.]+) from Q3VL", text, re.M))
+        assert len(found) == 1, (name, found)                       # every section of the README says the same
+        out[key] = float(found.pop())
+    return out
+
+
+def test_qwen3_vl_real_variant_decodes_with_the_readme_sampling_and_http_bodies_carry_it():
+    """The real variant's default decoding is the reference README's sampling parameters (tiny: greedy); the
+    chat-completions body of a sample (--backend=openai) carries them with the sample's own seed and its messages."""
+    import numpy as np
+
+    from code.common.llm.generation import GenRequest
+    from code.common.llm.openai_client import OpenAIProcessor
+    from code.qwen3_vl.harness import GENERATION, REFERENCE, TINY
+
+    ref = reference_sampling_from_readme()
+    assert ref["repetition_penalty"] == 1.0                          # none: the engines apply no penalty
+    s = GENERATION.sampling
+    assert s is REFERENCE and (s.temperature, s.top_p, s.top_k) == (ref["temperature"], ref["top_p"], ref["top_k"])
+    assert not s.greedy and TINY.sampling.greedy
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "x"}]}]
+    proc = OpenAIProcessor("http://127.0.0.1:9", model="q", api="chat", sampling=s, stop_text=lambda t: "")
+    body = proc.body(GenRequest(7, 7, np.zeros(3, np.int64), 16, 1, media={"messages": msgs}))
+    assert proc.route(GenRequest(7, 7, np.zeros(3, np.int64), 16, 1, media={"messages": msgs})).endswith(
+        "/v1/chat/completions")
+    assert {k: body[k] for k in ("temperature", "top_p", "top_k", "seed")} == {
+        "temperature": 0.7, "top_p": 0.8, "top_k": 20, "seed": s.request_seed(7)}
+    assert body["messages"] == msgs and body["stream"]

@@ -8,9 +8,11 @@ reference's category hierarchical F1 (``code.qwen3_vl.accuracy``).
 LoadGen logs each answer's UTF-8 text (the reference's client logs the content it receives, and its scorer decodes
 the log as text), with the answer's token count as ``n_tokens``.
 
-Decoding: the harness decodes greedily; the reference samples (temperature 0.7, top_p 0.8, top_k 20, from the
-model's generation_config.json), so a real run's answers are the greedy ones. The reference sends no max_tokens
-(vLLM: the rest of the context); the harness caps an answer at 4,096 tokens, far past a one-line JSON object.
+Decoding: the real variant samples as the reference does (``REFERENCE``: temperature 0.7, top_p 0.8, top_k 20,
+repetition penalty 1.0 (none), from the model's generation_config.json; the README's "Sampling parameters"), each
+sample from its own stream seeded by (--llm_seed, its index), in process and as the request's ``seed`` over HTTP; the
+tiny variant decodes greedily (judged against plain ``generate``). The reference sends no max_tokens (vLLM: the rest
+of the context); the harness caps an answer at 4,096 tokens, far past a one-line JSON object.
 """
 from __future__ import annotations
 
@@ -25,9 +27,11 @@ from code.common import paths
 from code.common.errors import MissingDataError
 from code.common.fileio import staged_path
 from code.common.llm.harness import Generation, LLMBenchmark, PromptQSL, save_prompts
+from code.common.llm.sampling import Sampling
 from code.qwen3_vl import SPEC, dataset
 
-GENERATION = Generation(max_new_tokens=4096, min_new_tokens=1)
+REFERENCE = Sampling(temperature=0.7, top_k=20, top_p=0.8, seed=0)   # the README's; it names no seed
+GENERATION = Generation(max_new_tokens=4096, min_new_tokens=1, sampling=REFERENCE)
 TINY = Generation(max_new_tokens=2, min_new_tokens=1)   # an answer token, then the EOS or another
 MEDIA = "media.npz"          # preprocessed: each sample's re-saved image and its user text (messages are rebuilt)
 

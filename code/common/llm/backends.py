@@ -155,12 +155,6 @@ class TransformersBackend(LLMBackend):
         if spec.multimodal:
             from code.common.llm import vision
 
-            if not spec.sampling.greedy:
-                raise HarnessError("--backend=transformers decodes vision-language samples greedily, not at "
-                                   f"temperature {spec.sampling.temperature:g}",
-                                   "drop --llm_temperature / --llm_top_k, or serve the model with vLLM "
-                                   "(make run_llm_server) and use --backend=openai")
-
             return vision.VisionProcessor(vision.load_model(spec.model_dir, _torch_dtype(spec.precision), spec.device),
                                           vision.ChatInputs(spec.model_dir), spec, init)
         model = AutoModelForCausalLM.from_pretrained(spec.model_dir, dtype=_torch_dtype(spec.precision))

@@ -13,8 +13,9 @@ LLM_FIELDS: tuple[Field, ...] = (
     Field("llm_max_num_tokens", parse_int, 0, "Token budget of one scheduler step: the prompt tokens of requests "
           "joining plus one per running sequence (0: no budget beyond gpu_batch_size).", minimum=0),
     Field("llm_temperature", parse_float, None, "Sampling temperature (default: the benchmark reference's: "
-          "GPT-OSS-120B samples at 1.0, the others decode greedily). 0: greedy decoding (the argmax); above 0, each "
-          "sample draws its tokens from its own seeded stream (--llm_seed).", minimum=0.0),
+          "GPT-OSS-120B samples at 1.0, Qwen3-VL at 0.7 with top_k 20 and top_p 0.8, the others decode "
+          "greedily). 0: greedy decoding (the argmax); above 0, each sample draws its tokens from its own seeded "
+          "stream (--llm_seed).", minimum=0.0),
     Field("llm_top_k", parse_int, None, "Top-k filter when sampling (default: the reference's; 0: off, the "
           "references' -1; 1: greedy).", minimum=-1),
     Field("llm_top_p", parse_float, None, "Top-p (nucleus) filter when sampling (default: the reference's; 1.0: off).",

@@ -12,7 +12,10 @@ data URLs, as the MLCommons clients send them) in, tokens out, through the same 
   gives every row multimodal rotary positions (three axes, image tokens by row and column) and one position offset
   per row (``rope_deltas``) that the model keeps for the decode steps of that batch; rows that join a running batch
   would need those offsets merged row by row, which transformers' model does not expose. ``generate`` computes
-  them for its own batch. At batch 1 its tokens are plain ``generate``'s (tests prove it).
+  them for its own batch. At batch 1 its tokens are plain ``generate``'s (tests prove it). A sampling request
+  (Qwen3-VL's reference: temperature 0.7, top_p 0.8, top_k 20) draws each token from its own stream
+  (``code.common.llm.sampling``: ``choose`` with a ``RowSampler`` seeded per sample index, as the text engine's
+  rows), through a logits processor that leaves only the drawn token: its tokens do not depend on its batch.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from code.common.llm.generation import GenRequest, NullStepModel, Scheduler
+from code.common.llm.generation import GenRequest, NullStepModel, Scheduler, decoding
 
 
 def data_url_image(url: str):
@@ -109,10 +112,35 @@ def mm_inputs(model, ids, pixels: Sequence[dict]) -> dict:
             "mm_token_type_ids": (ids == int(model.config.image_token_id)).long().to(dev)}
 
 
+class RowDraws:
+    """A ``generate`` logits processor: each sampling row's token drawn from its own stream (``sampling.choose``
+    after generate's own processors, min_new_tokens' EOS suppression included); every other score at -inf, so
+    generate's argmax takes the draw. Greedy rows (``None``) keep their scores."""
+
+    def __init__(self, how: Sequence, device):
+        from code.common.llm.sampling import RowSampler
+
+        self.samplers = [None if h is None else RowSampler(h[0], h[1], device) for h in how]
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        from code.common.llm.sampling import choose
+
+        rows = [i for i, s in enumerate(self.samplers) if s is not None]
+        picks = choose(scores.float(), self.samplers)
+        out = scores.clone()
+        sel = torch.as_tensor(rows, device=scores.device)
+        out[sel] = -float("inf")
+        out[sel, torch.as_tensor([picks[i] for i in rows], device=scores.device)] = 0.0
+        return out
+
+
 def generate(model, prompts: Sequence[np.ndarray], pixels: Sequence[dict], *, max_new_tokens: int,
-             min_new_tokens: int, eos_token_id, pad_token_id: int) -> list[list[int]]:
-    """Greedy ``model.generate`` over a batch of prompts (left-padded) with their pixel inputs; each row's tokens
-    end at its first EOS (kept), as the step models report them."""
+             min_new_tokens: int, eos_token_id, pad_token_id: int, sampling: Sequence | None = None) -> list[list[int]]:
+    """``model.generate`` over a batch of prompts (left-padded) with their pixel inputs: greedy, or per row
+    ``sampling`` (None: greedy, else its Sampling and stream seed, as ``generation.decoding`` gives them); each
+    row's tokens end at its first EOS (kept), as the step models report them."""
     import torch
 
     dev = next(model.parameters()).device
@@ -123,6 +151,10 @@ def generate(model, prompts: Sequence[np.ndarray], pixels: Sequence[dict], *, ma
         ids[i, width - len(p):] = torch.as_tensor(np.asarray(p, dtype=np.int64))
         mask[i, width - len(p):] = 1
     kw = mm_inputs(model, ids, pixels)
+    if sampling is not None and any(sampling):
+        from transformers import LogitsProcessorList
+
+        kw["logits_processor"] = LogitsProcessorList([RowDraws(sampling, dev)])
     with torch.inference_mode():
         out = model.generate(input_ids=ids.to(dev), attention_mask=mask.to(dev), do_sample=False, num_beams=1,
                              max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
@@ -144,7 +176,7 @@ class VisionProcessor(Scheduler):
 
     def __init__(self, model, inputs: ChatInputs, spec, init):
         super().__init__(NullStepModel(spec.eos_token_id), spec.max_batch_size, mode="static",
-                         batch_timeout_s=spec.batch_timeout_s, name=spec.name, thread_init=init)
+                         batch_timeout_s=spec.batch_timeout_s, name=spec.name, thread_init=init, sampling=spec.sampling)
         self.hf, self.inputs, self.spec = model, inputs, spec
         self.extra_eos = tuple(spec.extra_eos)
 
@@ -159,7 +191,7 @@ class VisionProcessor(Scheduler):
         eos = [spec.eos_token_id, *spec.extra_eos] if spec.extra_eos else spec.eos_token_id
         out = generate(self.hf, [r.prompt for r in joiners], pixels, max_new_tokens=max(r.max_new_tokens for r in joiners),
                        min_new_tokens=max(r.min_new_tokens for r in joiners), eos_token_id=eos,
-                       pad_token_id=spec.pad_token_id)
+                       pad_token_id=spec.pad_token_id, sampling=[decoding(r, self.sampling) for r in joiners])
         self.counters["steps"] += 1
         self.counters["joins"] += 1
         self.counters["row_steps"] += len(joiners)
