@@ -5,9 +5,12 @@ processor and plain ``model.generate`` gives the text LoadGen logged at batch 1;
 run_evaluation) scores the same log as ours; an Offline performance run; a Server run under the end-to-end 12 s
 bound; an Interactive run under its 1.5 s; the official checker on a staged v6.1 export of the Offline runs; the HTTP
 serving path (the harness's own server over chat completions with image_url data URLs) logs the same answers; the
-round table's facts (no audits for this benchmark in either round); the Hub download path.
+round table's facts (no audits for this benchmark in either round); the Hub download path; the reference's sampling
+(the real variant's default, the README's numbers): a sampled tiny run answers each sample's own seeded stream at any
+batch, in process and over HTTP.
 
-Sized for a 2-core machine: one module fixture (an AccuracyOnly run at batch 1 and one Offline performance run)."""
+Sized for a 2-core machine: one module fixture (an AccuracyOnly run at batch 1 and one Offline performance run), one
+of 8 samples sampled in process at batch 1."""
 from __future__ import annotations
 
 import dataclasses
@@ -438,6 +441,14 @@ def test_qwen3_vl_real_variant_decodes_with_the_readme_sampling_and_http_bodies_
     s = GENERATION.sampling
     assert s is REFERENCE and (s.temperature, s.top_p, s.top_k) == (ref["temperature"], ref["top_p"], ref["top_k"])
     assert not s.greedy and TINY.sampling.greedy
+    from code.common.benchmarks import implementation
+    from code.main import plan
+    from code.qwen3_vl import SPEC
+
+    for args, want in (((), REFERENCE), (("--model_variant=tiny",), TINY.sampling),
+                       (("--llm_temperature=0",), dataclasses.replace(REFERENCE, temperature=0.0))):
+        _, settings = plan(["--action=run_harness", "--benchmarks=qwen3-vl", "--scenarios=Offline", *args])
+        assert implementation(SPEC)(settings[0]).sampling() == want, args      # what a run decodes with
     msgs = [{"role": "user", "content": [{"type": "text", "text": "x"}]}]
     proc = OpenAIProcessor("http://127.0.0.1:9", model="q", api="chat", sampling=s, stop_text=lambda t: "")
     body = proc.body(GenRequest(7, 7, np.zeros(3, np.int64), 16, 1, media={"messages": msgs}))
