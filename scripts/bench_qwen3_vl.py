@@ -5,7 +5,7 @@ vs a raw loop over the same engine. Prints figures; asserts nothing.
       VisionProcessor, built by the benchmark's make_processors: same checkpoint, precision, threads, batch size, the
       Offline config's gpu_batch_size), on a worker thread set up as the SUT's (thread_init); each batch as the
       worker and the SUT do it without LoadGen: the samples' chat messages from the QSL (image bytes -> data URL),
-      the image processor's pixels, one greedy ``model.generate`` (vision.generate) and each answer's text; batches
+      the image processor's pixels, one ``model.generate`` (vision.generate, decoding as the run does) and each answer's text; batches
       cut from the performance samples in order, every sample equally often;
   (b) harness Offline samples/s through LoadGen (offline_expected_qps just above (a), min_duration --seconds);
   (c) b/a (goal >= 0.97).
@@ -58,8 +58,11 @@ class RawBatches:
         prompts = [self.qsl.prompt(i) for i in indices]
         pixels = [self.w.inputs.pixels(self.qsl.media(i)["messages"], p) for i, p in zip(indices, prompts)]
         eos = [spec.eos_token_id, *spec.extra_eos] if spec.extra_eos else spec.eos_token_id
+        how = spec.sampling          # the run's decoding (the real variant samples as the reference; tiny: greedy)
+        rows = None if how.greedy else [(how, how.request_seed(i)) for i in indices]
         out = vision.generate(self.w.hf, prompts, pixels, max_new_tokens=self.gen.max_new_tokens,
-                              min_new_tokens=self.gen.min_new_tokens, eos_token_id=eos, pad_token_id=spec.pad_token_id)
+                              min_new_tokens=self.gen.min_new_tokens, eos_token_id=eos, pad_token_id=spec.pad_token_id,
+                              sampling=rows)
         for row in out:
             self.text.decode(row).encode("utf-8")
 
