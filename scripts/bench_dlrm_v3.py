@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import offline_bench_main, processor_rate  # noqa: E402
+from bench_common import offline_bench_main, on_worker_thread, processor_rate  # noqa: E402
 
 
 def raw_loop(settings, seconds: float) -> float:
@@ -33,7 +33,7 @@ def raw_loop(settings, seconds: float) -> float:
     qsl = b.make_qsl()
     qsl.load(range(qsl.performance_count))
     proc = HSTUProcessor(engine, qsl, spec.batch_size, b.config().action_weights, full=False)
-    return processor_rate(proc, qsl.performance_count, seconds)
+    return on_worker_thread(processor_rate, proc, qsl.performance_count, seconds)   # as the harness's workers run
 
 
 if __name__ == "__main__":

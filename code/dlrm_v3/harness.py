@@ -159,6 +159,14 @@ class DLRMv3Benchmark(Benchmark):
         self.qsl = dataset.StreamingQSL(self.streaming(), self.settings.performance_sample_count or 0)
         return self.qsl
 
+    def offline_order_key(self, qsl):
+        """Offline: the one big query sorted by history length, then candidates, before it is cut into batches, so a
+        batch pads (dataset.pack: the power of two above its longest row) to near its own rows' lengths."""
+        def key(i: int) -> tuple[int, int]:
+            s = qsl.sample(i)
+            return s.uih_ids.shape[0], s.cand_ids.shape[0]
+        return key
+
     def full_answers(self) -> bool:
         return self.test_mode == "AccuracyOnly"
 
