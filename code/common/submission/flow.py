@@ -21,6 +21,7 @@ runs under <plan logs>/power/, its record the latest testing run there with its 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -127,15 +128,38 @@ def _smoke_or_run(item: P.Item, items: list[P.Item], settings: dict, logs: Path,
     at half that rate when LoadGen calls it INVALID for the load alone (as its own advice says: on a busy machine
     tiny ResNet50 at 40% of its Offline rate had 5 of 662 queries over the 15 ms bound)."""
     extra = smoke_rate(item, items, settings, logs, smoke)
-    rc = run(extra)
-    if not extra or item.kind not in ("performance", "power"):
-        return rc
-    ok, why, _ = record(item, settings[item.key], logs, smoke)
-    if ok or not why.startswith("LoadGen result INVALID") or not any(k in why for k in P.LOAD_REASONS):
-        return rc
-    qps = round(float(extra[0].split("=", 1)[1]) / 2, 3)
-    print(f"[submission] {item.key}: INVALID for the load; once more at {qps} QPS")
-    return run([f"--server_target_qps={qps}"])
+    with _cpu_first(bool(extra)):
+        rc = run(extra)
+        if not extra or item.kind not in ("performance", "power"):
+            return rc
+        ok, why, _ = record(item, settings[item.key], logs, smoke)
+        if ok or not why.startswith("LoadGen result INVALID") or not any(k in why for k in P.LOAD_REASONS):
+            return rc
+        qps = round(float(extra[0].split("=", 1)[1]) / 2, 3)
+        print(f"[submission] {item.key}: INVALID for the load; once more at {qps} QPS")
+        return run([f"--server_target_qps={qps}"])
+
+
+@contextlib.contextmanager
+def _cpu_first(on: bool):
+    """A smoke plan's latency-bound runs get the CPU first where this process may raise its priority (nice -10,
+    root or CAP_SYS_NICE; the harness's child inherits it), as a machine kept for the benchmark gives them: on this
+    2-core VM tiny ResNet50's Server missed the 15 ms p99 at 16 QPS (19.2 ms) beside nothing but the OS. Restored
+    after; as it is where not allowed."""
+    old = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        if on:
+            os.setpriority(os.PRIO_PROCESS, 0, min(old, -10))
+    except OSError:
+        pass
+    try:
+        yield
+    finally:
+        if on:
+            try:
+                os.setpriority(os.PRIO_PROCESS, 0, old)
+            except OSError:
+                pass
 
 
 def _testing_run(s, root: Path) -> Path:
