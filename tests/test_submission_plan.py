@@ -310,16 +310,17 @@ def test_smoke_server_rate_is_a_share_of_the_offline_smoke_run(tmp_path, monkeyp
     done = {"Offline"}
     monkeypatch.setattr(flow, "record", lambda item, s, logs, smoke: (item.scenario in done, "", tmp_path))
     by = {i.key: i for i in items}
-    rate = [f"--server_target_qps={P.SMOKE_SERVER_SHARE * 5.0}"]
+    rate = P.SMOKE_SERVER_SHARE * 5.0
     for k in ("stable-diffusion-xl/Server/performance", "stable-diffusion-xl/Server/TEST01",
               "stable-diffusion-xl/Server/TEST04"):
         assert flow.smoke_rate(by[k], items, dict.fromkeys(keys), tmp_path, True) == rate, k
-    assert flow.smoke_rate(by["stable-diffusion-xl/Server/accuracy"], items, dict.fromkeys(keys), tmp_path, True) == []
+    assert flow.smoke_rate(by["stable-diffusion-xl/Server/accuracy"], items, dict.fromkeys(keys), tmp_path,
+                           True) is None
     assert flow.smoke_rate(by["stable-diffusion-xl/Server/performance"], items, dict.fromkeys(keys), tmp_path,
-                           False) == []
+                           False) is None
     done.clear()
     assert flow.smoke_rate(by["stable-diffusion-xl/Server/performance"], items, dict.fromkeys(keys), tmp_path,
-                           True) == []
+                           True) is None
 
 
 def test_smoke_record_wants_a_valid_performance_run(tmp_path, monkeypatch):
@@ -349,8 +350,7 @@ def test_smoke_server_run_once_more_at_half_the_rate_when_invalid_for_the_load(t
 
     items, _ = P.derive("v5.0", "datacenter", ("resnet50",))
     by = {i.key: i for i in items}
-    monkeypatch.setattr(flow, "smoke_rate", lambda item, *a: [] if item.kind == "accuracy" else
-                        ["--server_target_qps=30.0"])
+    monkeypatch.setattr(flow, "smoke_rate", lambda item, *a: None if item.kind == "accuracy" else 30.0)
     for why, want in (("LoadGen result INVALID (early stopping not met: 5 of 662 queries were over the latency "
                        "bound; Run longer or lower the load)", [["--server_target_qps=30.0"],
                                                                 ["--server_target_qps=15.0"]]),

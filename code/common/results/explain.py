@@ -13,6 +13,12 @@ from code.common import scenarios
 SKIP = ("benchmarks", "scenarios", "model_variant", "config_ver", "fast")
 
 
+# the reasons ``explain`` gives for a run INVALID for the load alone (a bound or early stopping missed, a backlog, an
+# overloaded SUT): what a caller may answer by lowering the rate (make submission SMOKE=1's one retry at half)
+LOAD_REASONS = ("latency bound not met", "early stopping not met", "cannot keep up", "overloaded", "Lower the load",
+                "behind schedule")
+
+
 def _flag(k: str, v: Any) -> str:
     if isinstance(v, bool):
         return f"--{k}" if v else f"--{k}=false"

@@ -102,40 +102,41 @@ def record(item: P.Item, s, logs: Path, smoke: bool) -> tuple[bool, str, Path]:
     return why is None, why or "", d
 
 
-def smoke_rate(item: P.Item, items: list[P.Item], settings: dict, logs: Path, smoke: bool) -> list[str]:
-    """A smoke plan's Server / Interactive item (its run or an audit of it): ``--server_target_qps`` at
-    P.SMOKE_SERVER_SHARE of the same entry's Offline smoke run, when that run is complete; else nothing (the
-    config's rate)."""
+def smoke_rate(item: P.Item, items: list[P.Item], settings: dict, logs: Path, smoke: bool) -> float | None:
+    """A smoke plan's Server / Interactive item (its run or an audit of it): its target QPS, P.SMOKE_SERVER_SHARE of
+    the same entry's Offline smoke run, when that run is complete; else None (the config's rate)."""
     if not smoke or item.scenario not in P.RATE_SCENARIOS or item.kind == "accuracy":
-        return []
+        return None
     off = next((i for i in items if i.entry == item.entry and i.scenario == "Offline"
                 and i.kind in ("performance", "power")), None)
     if off is None:
-        return []
+        return None
     ok, _, d = record(off, settings[off.key], logs, smoke)
     meta = _read(d / "metadata.json") if ok else None
     sps = ((meta or {}).get("results") or {}).get("result_samples_per_second") or 0
     if not sps:
-        return []
+        return None
     qps = round(max(0.1, P.SMOKE_SERVER_SHARE * float(sps)), 3)
     print(f"[submission] {item.key}: Server rate {qps} QPS ({P.SMOKE_SERVER_SHARE:.0%} of the Offline smoke run's "
           f"{float(sps):.2f} samples/s)")
-    return [f"--server_target_qps={qps}"]
+    return qps
 
 
 def _smoke_or_run(item: P.Item, items: list[P.Item], settings: dict, logs: Path, smoke: bool, run) -> int:
     """``run(extra_flags)`` once; a smoke plan's Server / Interactive performance run at ``smoke_rate``, and once more
     at half that rate when LoadGen calls it INVALID for the load alone (as its own advice says: on a busy machine
     tiny ResNet50 at 40% of its Offline rate had 5 of 662 queries over the 15 ms bound)."""
-    extra = smoke_rate(item, items, settings, logs, smoke)
-    with _cpu_first(bool(extra)):
-        rc = run(extra)
-        if not extra or item.kind not in ("performance", "power"):
+    from code.common.results.explain import LOAD_REASONS
+
+    qps = smoke_rate(item, items, settings, logs, smoke)
+    with _cpu_first(qps is not None):
+        rc = run([] if qps is None else [f"--server_target_qps={qps}"])
+        if qps is None or item.kind not in ("performance", "power"):
             return rc
         ok, why, _ = record(item, settings[item.key], logs, smoke)
-        if ok or not why.startswith("LoadGen result INVALID") or not any(k in why for k in P.LOAD_REASONS):
+        if ok or not why.startswith("LoadGen result INVALID") or not any(k in why for k in LOAD_REASONS):
             return rc
-        qps = round(float(extra[0].split("=", 1)[1]) / 2, 3)
+        qps = round(qps / 2, 3)
         print(f"[submission] {item.key}: INVALID for the load; once more at {qps} QPS")
         return run([f"--server_target_qps={qps}"])
 

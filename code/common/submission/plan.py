@@ -43,10 +43,6 @@ SMOKE_OTHER = ("--min_duration=100", f"--min_query_count={SMOKE_QUERIES}")
 # (INVALID, so its TEST01/TEST04 had no run to be verified against); a plan runs each entry's Offline items first
 SMOKE_SERVER_SHARE = 0.4
 RATE_SCENARIOS = ("Server", "Interactive")
-# what code.common.results.explain says of a run INVALID for the load alone (a bound or early stopping missed, a
-# backlog, an overloaded SUT): a smoke plan's Server run is made once more at half the rate
-LOAD_REASONS = ("latency bound not met", "early stopping not met", "cannot keep up", "overloaded", "Lower the load",
-                "behind schedule")
 # rough seconds per item, for the plan's first estimate (afterwards the ETA uses the items' measured times): a smoke
 # item of the tiny variant; a full one: the round's min_duration plus loading, an accuracy pass over the whole set
 SMOKE_S = {"vision": 20, "llm": 60}
