@@ -3,7 +3,9 @@
 Declares the benchmark only; the work is in ``code.gptj.harness:GPTJBenchmark`` on the shared LLM
 layer (``code.common.llm``). GPT-J is in round v5.0 only (``--round=v5.0``): later rounds replaced it
 with Llama3.1-8B. Its tokens/s are inferred by LoadGen (``infer_token_latencies``: 69 tokens per
-sample), so no first-token events are sent.
+sample), so no first-token events are sent, but in its TEST06 audit (v5.0's models_TEST06), which turns on
+``use_token_latencies`` so that LoadGen logs each answer's first token and token count (code.common.harness.child);
+the 4-beam search reports the first token with the completion.
 """
 from code.common.benchmark import BenchmarkSpec
 from code.common.llm.memory import LLMShape

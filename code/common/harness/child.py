@@ -85,6 +85,10 @@ def run(req: dict, stage: Path, result: dict) -> None:
         if not Path("audit.config").exists():
             raise RuntimeError("audit run without audit.config in the working directory")
         ts.FromConfig("audit.config", settings.loadgen_model, lg_scenario, 2)
+        if control.audit_test == "TEST06" and ts.infer_token_latencies:
+            # TEST06 reads each answer's token_count and (but in Offline) its first token, which LoadGen logs only
+            # with use_token_latencies; mlperf.conf infers GPT-J's tokens instead, so its audit reports them
+            ts.use_token_latencies = True
 
     t0 = time.time()
     qsl_impl = bench.make_qsl()

@@ -8,7 +8,8 @@ settings say (``code.common.llm.generation``).
 - First token: with ``use_token_latencies`` (Llama2-70B, Mixtral, Llama3.1), ``FirstTokenComplete``
   is called with the first token (an int32) as soon as it exists: LoadGen's TTFT.
 - Completion: ``QuerySamplesComplete`` with every output token as int32 and ``n_tokens``: LoadGen's
-  TPOT and tokens/s (GPT-J infers tokens from samples instead: ``infer_token_latencies``). A benchmark
+  TPOT and tokens/s (GPT-J infers tokens from samples instead: ``infer_token_latencies``; its TEST06 audit
+  turns ``use_token_latencies`` on, so that LoadGen logs first tokens and token counts). A benchmark
   may end samples at a stop sequence (``stop``: QSL index -> token ids) and report outputs without
   their trailing EOS (``strip_eos``, Mixtral's reference).
 - Response memory: the int32 arrays stay referenced until the call that hands them over returns.
