@@ -323,6 +323,27 @@ def test_smoke_server_rate_is_a_share_of_the_offline_smoke_run(tmp_path, monkeyp
                            True) is None
 
 
+def test_smoke_server_audits_take_their_kept_runs_rate(tmp_path, monkeypatch):
+    """A smoke Server audit (TEST01/TEST04) is verified against the kept performance run, so it runs at that run's rate:
+    kept from the half-rate retry (INVALID for the load at 40% of the Offline rate), the audit at 40% missed the bound
+    again. The run itself still starts at the Offline share; an audit whose run is not kept yet falls back to it."""
+    from code.common.submission import flow, plan as P
+
+    items, _ = P.derive("v5.0", "datacenter", ("resnet50",))
+    by = {i.key: i for i in items}
+    for scen, meta in (("Offline", {"results": {"result_samples_per_second": 50.0}}),
+                       ("Server", {"effective": {"effective_target_qps": 10.0}, "settings": {"server_target_qps": 10.0}})):
+        (tmp_path / scen).mkdir()
+        (tmp_path / scen / "metadata.json").write_text(json.dumps(meta))
+    kept = {"Offline", "Server"}
+    monkeypatch.setattr(flow, "record", lambda item, s, logs, smoke: (item.scenario in kept, "", tmp_path / item.scenario))
+    rate = lambda k: flow.smoke_rate(by[k], items, dict.fromkeys(by), tmp_path, True)     # noqa: E731
+    assert rate("resnet/Server/performance") == P.SMOKE_SERVER_SHARE * 50.0 == 20.0
+    assert rate("resnet/Server/TEST01") == rate("resnet/Server/TEST04") == 10.0
+    kept.discard("Server")
+    assert rate("resnet/Server/TEST01") == rate("resnet/Server/TEST04") == 20.0
+
+
 def test_smoke_record_wants_a_valid_performance_run(tmp_path, monkeypatch):
     """A smoke plan keeps a performance run only when LoadGen called it VALID (its audits are verified against it): an
     INVALID Server run is redone on the next invocation, not kept with its audits failing on every rerun."""

@@ -102,17 +102,31 @@ def record(item: P.Item, s, logs: Path, smoke: bool) -> tuple[bool, str, Path]:
     return why is None, why or "", d
 
 
+def _kept_run(entry: str, scenario: str, items: list[P.Item], settings: dict, logs: Path, smoke: bool) -> dict | None:
+    """The metadata of ``entry``'s performance (or power) run in ``scenario`` when the plan keeps it, else None."""
+    run = next((i for i in items if i.entry == entry and i.scenario == scenario
+                and i.kind in ("performance", "power")), None)
+    if run is None:
+        return None
+    ok, _, d = record(run, settings[run.key], logs, smoke)
+    return _read(d / "metadata.json") if ok else None
+
+
 def smoke_rate(item: P.Item, items: list[P.Item], settings: dict, logs: Path, smoke: bool) -> float | None:
-    """A smoke plan's Server / Interactive item (its run or an audit of it): its target QPS, P.SMOKE_SERVER_SHARE of
-    the same entry's Offline smoke run, when that run is complete; else None (the config's rate)."""
+    """A smoke plan's Server / Interactive item (its run or an audit of it): its target QPS. An audit takes the rate of
+    the kept performance run it is verified against (which may be the half-rate retry, ``_smoke_or_run``); the run,
+    or an audit whose run is not kept yet, P.SMOKE_SERVER_SHARE of the same entry's Offline smoke run, when that run
+    is complete; else None (the config's rate)."""
     if not smoke or item.scenario not in P.RATE_SCENARIOS or item.kind == "accuracy":
         return None
-    off = next((i for i in items if i.entry == item.entry and i.scenario == "Offline"
-                and i.kind in ("performance", "power")), None)
-    if off is None:
-        return None
-    ok, _, d = record(off, settings[off.key], logs, smoke)
-    meta = _read(d / "metadata.json") if ok else None
+    if item.audit:
+        meta = _kept_run(item.entry, item.scenario, items, settings, logs, smoke) or {}
+        qps = (meta.get("effective") or {}).get("effective_target_qps") or \
+            (meta.get("settings") or {}).get("server_target_qps")
+        if qps:
+            print(f"[submission] {item.key}: Server rate {qps} QPS (its performance run's)")
+            return float(qps)
+    meta = _kept_run(item.entry, "Offline", items, settings, logs, smoke)
     sps = ((meta or {}).get("results") or {}).get("result_samples_per_second") or 0
     if not sps:
         return None
