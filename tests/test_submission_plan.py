@@ -344,6 +344,29 @@ def test_smoke_server_audits_take_their_kept_runs_rate(tmp_path, monkeypatch):
     assert rate("resnet/Server/TEST01") == rate("resnet/Server/TEST04") == 20.0
 
 
+def test_checker_exception_on_gptj_offline_named_as_the_checkers_gap():
+    """v5.0's GPT-J Offline results made the official checker log "Execution occurred ... min_query_count_check": its
+    OFFLINE_MIN_SPQ_SINCE_V4 has no gptj-99 / gptj-99.9 (a KeyError whatever the logs say; reproduced on the smoke's
+    tree reduced to gptj-99). The final table says so, with no rerun as its fix; the same line for an entry the table
+    has (or another scenario) is left as it is."""
+    from code.common.submission import flow, plan as P
+    from tests.conftest import official_root
+
+    root = official_root("tools", "submission", "submission_checker", "constants.py").parents[3]
+    line = ("[2026-12-07 03:04:19,707 base.py:31 ERROR] Execution occurred in running check /x/closed/OpenHarness/"
+            "results/Intel-Xeon-2c_HF/{}/{}/performance/run_1/mlperf_log_detail.txt. Running min_query_count_check in "
+            "PerformanceCheck")
+    for entry in ("gptj-99", "gptj-99.9"):
+        got = flow.checker_gap(line.format(entry, "Offline"), root)
+        assert got.endswith(f"[{flow.GAP}: its OFFLINE_MIN_SPQ_SINCE_V4 (constants.py) has no {entry}, a KeyError on "
+                            "every Offline result of it]"), got
+        items, _ = P.derive("v5.0", "datacenter", ("gptj",))
+        assert flow.fix_for("", got, items, "v5.0", "tiny", "make submission", Path("/h"), True).startswith(
+            "none in this tree")
+    for entry, scen in (("resnet", "Offline"), ("gptj-99", "Server")):
+        assert flow.checker_gap(line.format(entry, scen), root) == line.format(entry, scen)
+
+
 def test_smoke_record_wants_a_valid_performance_run(tmp_path, monkeypatch):
     """A smoke plan keeps a performance run only when LoadGen called it VALID (its audits are verified against it): an
     INVALID Server run is redone on the next invocation, not kept with its audits failing on every rerun."""
