@@ -24,9 +24,9 @@ from code.wan import vbench
 from code.wan.constants import DIMENSIONS, FPS
 
 _FIX_RERUN = "rerun the harness with --test_mode=AccuracyOnly"
-# dimensions with no implementation of their model here (see code.wan.vbench): the tiny variant runs
-# motion_smoothness with a stand-in interpolator and leaves scene out
-STAND_IN = {"motion_smoothness": "AMT-S not implemented: mean-of-neighbours interpolator"}
+# dimensions with no implementation of their model here (see code.wan.vbench): the tiny variant leaves
+# scene out (motion_smoothness runs AMT, code.wan.amt); STAND_IN: any dimension scored with a stand-in model
+STAND_IN: dict[str, str] = {}
 NOT_RUN = {"scene": "Tag2Text captioner not implemented"}
 
 
@@ -169,7 +169,7 @@ def evaluate(accuracy_log: str, out_dir: str, *, vbench_info: Sequence[dict], sh
         lines.append("Not scored: " + ", ".join(f"{d} ({NOT_RUN.get(d, 'no video of its prompts')})"
                                                 for d in missing))
     if variant == "tiny":
-        lines.append("Accuracy check: NOT APPLICABLE (tiny variant: random-weight DINO/CLIP/RAFT scorers of the "
+        lines.append("Accuracy check: NOT APPLICABLE (tiny variant: random-weight DINO/CLIP/RAFT/AMT scorers of the "
                      "VBench architectures; the numbers compare only with videos scored the same way)")
         passed = None
     else:

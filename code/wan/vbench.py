@@ -4,10 +4,10 @@ Each function follows VBench 0.1.5's ``vbench/<dimension>.py`` step for step (it
 clamping and averaging), with the model handed in: VBench loads DINO ViT-B/16 (torch.hub), CLIP ViT-B/32
 (openai clip), RAFT (things checkpoint), AMT-S and Tag2Text (Swin-B + BERT) from its cache. Here the same
 architectures come from timm (DINO's ViT is timm's layout), open_clip (CLIP) and torchvision (RAFT-large),
-random-weight and seeded in the tiny variant (``build_scorers``); two have no implementation here:
-- motion_smoothness: AMT-S (a frame-interpolation network) is not implemented; ``motion_smoothness`` takes any
-  interpolator, and the tiny variant passes ``blend_interpolator`` (the mean of the two neighbours), so only the
-  VBench formula around it is exercised;
+random-weight and seeded in the tiny variant (``build_scorers``); the two that no library provides:
+- motion_smoothness: ``motion_smoothness`` takes any interpolator; the tiny variant passes code.wan.amt's
+  ``Interpolator`` around the AMT-S architecture at tiny widths (random-weight, seeded); ``amt.load_amt_s`` loads
+  VBench's amt-s.pth into the real one (tests/test_wan_amt.py checks it against VBench 0.1.5's own code);
 - scene: the Tag2Text captioner is not implemented; ``scene_score`` is VBench's caption check, given captions.
 
 A video is uint8 [T, H, W, 3] RGB. Dimension results are VBench's: (score over all frames or videos, per video).
@@ -164,14 +164,15 @@ def _pad8(x):
 
 
 def blend_interpolator(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Stand-in for AMT-S (not implemented): the rounded mean of the two neighbouring frames."""
+    """The rounded mean of the two neighbouring frames (a baseline: no motion model)."""
     return np.round((a.astype(np.float32) + b.astype(np.float32)) / 2).astype(np.uint8)
 
 
 def motion_smoothness(interpolate: Callable[[np.ndarray, np.ndarray], np.ndarray],
                       videos: Sequence[np.ndarray]) -> tuple[float, list[float]]:
     """Keep the even frames, interpolate one frame between each pair, compare with the odd frames:
-    (255 - mean |odd - interpolated|) / 255 per video; the score is the mean over videos."""
+    (255 - mean |odd - interpolated|) / 255 per video; the score is the mean over videos. ``interpolate``: uint8
+    frames (a, b) -> the uint8 frame between them (VBench: AMT-S, ``code.wan.amt.Interpolator``)."""
     per_video = []
     for v in videos:
         kept = list(v[0::2])
@@ -208,5 +209,7 @@ def build_scorers(seed: int = 0) -> dict:
     dino = VisionTransformer(**DINO_TINY).eval()
     clip_model = open_clip.CLIP(**CLIP_TINY).eval()
     raft = raft_large(weights=None).eval()
+    from code.wan import amt          # AMT at tiny widths, from its own seed (the RNG stream above is untouched)
+
     return {"dino": dino, "clip": clip_model, "clip_tokenizer": open_clip.tokenize, "raft": raft,
-            "interpolate": blend_interpolator}
+            "interpolate": amt.Interpolator(amt.tiny_model(seed))}
