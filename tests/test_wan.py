@@ -82,10 +82,11 @@ def test_wan_offline_accuracy_official_aggregate(runs, tmp_path):
     text = (d / "accuracy.txt").read_text()
     ours = float(re.search(r"'vbench_score':\s([\d.]+)", text).group(1))      # the checker's ACC_PATTERN
     assert m["accuracy"]["metrics"]["videos"] == 6 and "NOT APPLICABLE (tiny variant: random-weight" in text
-    assert "stand-in" not in text and "Not scored: scene" in text
+    assert "stand-in" not in text and "Not scored" not in text
     res = json.loads((d / "vbench_eval_results.json").read_text())
-    assert set(res) == {"subject_consistency", "dynamic_degree", "motion_smoothness", "appearance_style",
+    assert set(res) == {"subject_consistency", "dynamic_degree", "motion_smoothness", "appearance_style", "scene",
                         "background_consistency"}
+    assert [r["qsl_idx"] for r in res["scene"][1]] == [4, 5]          # the two scene prompts, Tag2Text's captions
     script = official_root(*REF, "run_evaluation.py")
     (tmp_path / "results_2026_eval_results.json").write_text(json.dumps(res))
     r = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import run_evaluation as e; "

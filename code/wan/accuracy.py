@@ -24,10 +24,10 @@ from code.wan import vbench
 from code.wan.constants import DIMENSIONS, FPS
 
 _FIX_RERUN = "rerun the harness with --test_mode=AccuracyOnly"
-# dimensions with no implementation of their model here (see code.wan.vbench): the tiny variant leaves
-# scene out (motion_smoothness runs AMT, code.wan.amt); STAND_IN: any dimension scored with a stand-in model
+# every dimension has its model here (motion_smoothness AMT, code.wan.amt; scene Tag2Text, code.wan.tag2text);
+# STAND_IN: any dimension scored with a stand-in model, NOT_RUN: any left out (with the reason)
 STAND_IN: dict[str, str] = {}
-NOT_RUN = {"scene": "Tag2Text captioner not implemented"}
+NOT_RUN: dict[str, str] = {}
 
 
 def iter_videos(path: str | os.PathLike, shape: tuple[int, int, int]) -> Iterator[tuple[int, np.ndarray]]:
@@ -122,6 +122,9 @@ def score_videos(videos: dict[int, np.ndarray], vbench_info: Sequence[dict], mod
             s, per = vbench.dynamic_degree(models["raft"], vids, fps)
         elif dim == "motion_smoothness":
             s, per = vbench.motion_smoothness(models["interpolate"], vids)
+        elif dim == "scene":          # VBench_full_info.json: auxiliary_info.scene = {"scene": {"scene": name}}
+            scenes = [vbench_info[i]["auxiliary_info"]["scene"]["scene"]["scene"] for i in idx]
+            s, per = vbench.scene(models["tag2text"], vids, scenes)
         else:
             raise RunError(f"VBench dimension {dim} has no scorer", "see code/wan/vbench.py")
         out[dim] = (float(s), [{"qsl_idx": i, "video_results": r} for i, r in zip(idx, per)])
@@ -169,8 +172,8 @@ def evaluate(accuracy_log: str, out_dir: str, *, vbench_info: Sequence[dict], sh
         lines.append("Not scored: " + ", ".join(f"{d} ({NOT_RUN.get(d, 'no video of its prompts')})"
                                                 for d in missing))
     if variant == "tiny":
-        lines.append("Accuracy check: NOT APPLICABLE (tiny variant: random-weight DINO/CLIP/RAFT/AMT scorers of the "
-                     "VBench architectures; the numbers compare only with videos scored the same way)")
+        lines.append("Accuracy check: NOT APPLICABLE (tiny variant: random-weight DINO/CLIP/RAFT/AMT/Tag2Text scorers "
+                     "of the VBench architectures; the numbers compare only with videos scored the same way)")
         passed = None
     else:
         passed = not missing and not (set(results) & set(STAND_IN)) and target is not None and value >= target

@@ -4,11 +4,13 @@ Each function follows VBench 0.1.5's ``vbench/<dimension>.py`` step for step (it
 clamping and averaging), with the model handed in: VBench loads DINO ViT-B/16 (torch.hub), CLIP ViT-B/32
 (openai clip), RAFT (things checkpoint), AMT-S and Tag2Text (Swin-B + BERT) from its cache. Here the same
 architectures come from timm (DINO's ViT is timm's layout), open_clip (CLIP) and torchvision (RAFT-large),
-random-weight and seeded in the tiny variant (``build_scorers``); the two that no library provides:
+random-weight and seeded in the tiny variant (``build_scorers``); the two that no library provides whole:
 - motion_smoothness: ``motion_smoothness`` takes any interpolator; the tiny variant passes code.wan.amt's
   ``Interpolator`` around the AMT-S architecture at tiny widths (random-weight, seeded); ``amt.load_amt_s`` loads
   VBench's amt-s.pth into the real one (tests/test_wan_amt.py checks it against VBench 0.1.5's own code);
-- scene: the Tag2Text captioner is not implemented; ``scene_score`` is VBench's caption check, given captions.
+- scene: code.wan.tag2text assembles Tag2Text (timm's Swin-B, transformers' BERTs) with VBench's settings and
+  batching, tiny and seeded here (``build_tiny``); ``build_real`` loads VBench's tag2text_swin_14m.pth
+  (tests/test_wan_tag2text.py checks it against VBench 0.1.5's own scene code).
 
 A video is uint8 [T, H, W, 3] RGB. Dimension results are VBench's: (score over all frames or videos, per video).
 """
@@ -185,6 +187,15 @@ def motion_smoothness(interpolate: Callable[[np.ndarray, np.ndarray], np.ndarray
     return float(np.mean(per_video)), per_video
 
 
+def scene(tag2text_model, videos: Sequence[np.ndarray], scenes: Sequence[str]) -> tuple[float, list[float]]:
+    """VBench's scene: Tag2Text captions of each video's 16 'middle' frames (code.wan.tag2text, VBench's batching
+    kept), then ``scene_score``."""
+    from code.wan import tag2text
+
+    caps = [tag2text.video_captions(tag2text_model, tag2text.frames_tensor(v)) for v in videos]
+    return scene_score(caps, scenes)
+
+
 def scene_score(captions_per_video: Sequence[Sequence[str]], scenes: Sequence[str]) -> tuple[float, list[float]]:
     """VBench's check: a frame's caption matches when every word of the scene name is a substring of it."""
     ok = total = 0
@@ -209,7 +220,8 @@ def build_scorers(seed: int = 0) -> dict:
     dino = VisionTransformer(**DINO_TINY).eval()
     clip_model = open_clip.CLIP(**CLIP_TINY).eval()
     raft = raft_large(weights=None).eval()
+    from code.wan import tag2text     # Tag2Text at tiny widths, from its own seed (forked RNG)
     from code.wan import amt          # AMT at tiny widths, from its own seed (the RNG stream above is untouched)
 
     return {"dino": dino, "clip": clip_model, "clip_tokenizer": open_clip.tokenize, "raft": raft,
-            "interpolate": amt.Interpolator(amt.tiny_model(seed))}
+            "interpolate": amt.Interpolator(amt.tiny_model(seed)), "tag2text": tag2text.build_tiny(seed)}
