@@ -408,14 +408,7 @@ tiny_yolo = _tiny_fixture("tiny_yolo", "yolo", "The tiny YOLO11: seeded detector
 LOOSE_SERVER_BOUND = "--server_target_latency_ns=2000000000"
 
 
-def server_rate(offline: dict, share: float, cap: float | None = None) -> float:
-    """A Server target QPS for a test: ``share`` of what an Offline performance run measured just before on this
-    machine (its metadata), never above ``cap``. Never a fixed rate alone: machines of this kind differ several-fold,
-    and a rate one serves was more than a slower one's CI served (tiny RetinaNet at 10 QPS: 6.7 completed/s there,
-    latencies past the 2 s bound)."""
-    sps = (offline.get("results") or {}).get("result_samples_per_second") or offline.get("metric_value") or 0
-    rate = max(0.5, share * sps)        # samples/s, also where an LLM's metric is tokens/s
-    return round(min(rate, cap) if cap else rate, 2)
+from code.common.results.records import server_rate  # noqa: E402,F401 - the tests' Server rates
 
 
 # what explain.py says of a run INVALID for the load alone (a bound or early stopping missed, a backlog)

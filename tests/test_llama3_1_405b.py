@@ -137,7 +137,7 @@ def token_figures(name: str, m: dict, qps: float) -> str:
             f"TPOT p99 {t['tpot_p99_ns'] / 1e6:.2f}/{t['tpot_limit_ns'] / 1e6:.0f} ms")
 
 
-def test_server_valid_and_test06(l405):
+def test_server_valid_and_test06(l405, tmp_path):
     env, root = l405["env"], l405["root"]
     # half this machine's Offline rate, at most 24 QPS (server_run halves it once if the load broke a bound)
     m, qps, _ = server_run(("--action=run_harness", *L405, "--scenarios=Server", *VALID_QUERIES), root / "server", env,
@@ -164,6 +164,31 @@ def test_server_valid_and_test06(l405):
         official = rec["official"]
         assert official["script"].endswith("compliance/TEST06/run_verification.py") and official["returncode"] == 0
         assert official["accuracy"]["text"].splitlines() == lines and not rec["errors"], official
+    # a planted fault in a copy of the same log (no new run): one sample's first token corrupted, another's
+    # token_count one too many; the official script, and ours, must reject both
+    planted_test06_fault(d, tmp_path, rec["accuracy"]["eos_token_id"])
+
+
+def planted_test06_fault(audit: Path, tmp_path: Path, eos: int) -> None:
+    from code.common.compliance import official as off, verify
+    from tests.conftest import flip_first_byte
+
+    log = json.loads((audit / "mlperf_log_accuracy.json").read_text())
+    assert len(log) >= 2 and all("token_data" in e and "token_count" in e for e in log)
+    log[0]["token_data"] = flip_first_byte(log[0]["token_data"])
+    log[1]["token_count"] = int(log[1]["token_count"]) + 1
+    (tmp_path / "mlperf_log_accuracy.json").write_text(json.dumps(log))
+    bad = ["First token check pass: False", "EOS check pass: True", "Sample length check pass: False",
+           "TEST06 verification failed"]
+    ours = verify.test06(tmp_path / "mlperf_log_accuracy.json", "Server", eos)
+    assert not ours.passed and ours.text.splitlines() == bad, ours.text
+    assert ours.figures["reasons"] == ["1 sample(s) whose first token differs from the first token of their output",
+                                       "1 sample(s) whose token_count differs from their output length"]
+    if off.inference_dir() is not None:          # the tree the audit's own official run used
+        theirs = off.run_test06(off.inference_dir(), audit_dir=tmp_path, scenario="Server", eos_token_id=eos)
+        assert theirs["accuracy"]["text"].splitlines() == bad and not theirs["accuracy"]["passed"], theirs
+    print(f"FIGURE tiny Llama3.1-405B TEST06 planted first token + token_count: ours {ours.text.splitlines()[-1]}"
+          + (f", official {theirs['accuracy']['text'].splitlines()[-1]}" if off.inference_dir() else ""))
 
 
 def test_interactive_valid_and_round_entries(l405):

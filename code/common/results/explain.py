@@ -19,6 +19,12 @@ LOAD_REASONS = ("latency bound not met", "early stopping not met", "cannot keep 
                 "behind schedule")
 
 
+def load_only(reasons: list[str]) -> bool:
+    """A run's ``invalid_reasons`` are all the load's (``LOAD_REASONS``; none empty): a lower rate may make it VALID,
+    as LoadGen's own advice says (scripts/tiny_valid_runs.py's one retry at half the rate)."""
+    return bool(reasons) and all(any(k in w for k in LOAD_REASONS) for w in reasons)
+
+
 def _flag(k: str, v: Any) -> str:
     if isinstance(v, bool):
         return f"--{k}" if v else f"--{k}=false"

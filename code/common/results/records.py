@@ -32,6 +32,16 @@ def latest_logs() -> Path | None:
     return target if target is not None and target.is_dir() else None
 
 
+def server_rate(offline: dict, share: float, cap: float | None = None) -> float:
+    """A Server / Interactive target QPS: ``share`` of what an Offline performance run (its record, metadata.json)
+    measured just before on this machine, never above ``cap``, at least 0.5. Never a fixed rate alone: machines of
+    this kind differ several-fold, and a rate one serves was more than a slower one's CI served (tiny RetinaNet at 10
+    QPS: 6.7 completed/s there, latencies past the 2 s bound)."""
+    sps = (offline.get("results") or {}).get("result_samples_per_second") or offline.get("metric_value") or 0
+    rate = max(0.5, share * sps)        # samples/s, also where an LLM's metric is tokens/s
+    return round(min(rate, cap) if cap else rate, 2)
+
+
 def set_latest(path: Path) -> None:
     from code.common.fileio import write_text
 
