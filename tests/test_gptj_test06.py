@@ -4,8 +4,9 @@ use_token_latencies: its TEST06 audit does (code.common.harness.child), and the 
 and the completion with its token count as for every other LLM. Before, the official run_verification.py found no
 token_data in the log and wrote nothing (exit 1); the smoke's checker read "first_token_check: False / length_check:
 False". Here: one tiny Server audit (the audit.config's 100 queries) verified by ours and the official script, a
-planted fault in a copy of its log rejected by both, and the 4-beam processor (the real GPT-J's decoding, whose first
-token is known only at the end) reporting the first token of the output it completes."""
+SingleStream audit with a planted wrong first token (--plant_first_token) rejected by both, and the 4-beam processor
+(the real GPT-J's decoding, whose first token is known only at the end) reporting the first token of the output it
+completes."""
 from __future__ import annotations
 
 import json
@@ -22,9 +23,7 @@ PASS = ["First token check pass: True", "EOS check pass: True", "Sample length c
         "TEST06 verification complete"]
 
 
-def test_gptj_server_test06_reports_tokens_and_passes_the_official_check(tiny_gptj, tmp_path):
-    from tests.test_llama3_1_405b import planted_test06_fault
-
+def test_gptj_server_test06_reports_tokens_and_passes_the_official_check(tiny_gptj):
     # TEST06 judges tokens, not latency: at 50 QPS the 100 queries arrive in 2 s and queue (the SUT sheds nothing
     # below 256 outstanding samples, code.common.harness.sut.pending_bound)
     r = run_main("--action=run_audit_harness", "--audit_test=TEST06", *GPTJ, "--scenarios=Server",
@@ -46,7 +45,17 @@ def test_gptj_server_test06_reports_tokens_and_passes_the_official_check(tiny_gp
     assert '"key": "requested_use_token_latencies", "value": true' in detail
     summary = (d / "mlperf_log_summary.txt").read_text()
     assert "Completed tokens per second (inferred)" in summary and "Min First Token latency" in summary
-    planted_test06_fault(d, tmp_path, rec["accuracy"]["eos_token_id"])
+    # a wrong first token planted in every first-token report fails it, ours and the official script alike; in
+    # SingleStream (not Offline, where the first token is not checked), whose 100 queries take about a second here
+    bad = run_main("--action=run_audit_harness", "--audit_test=TEST06", *GPTJ, "--scenarios=SingleStream",
+                   "--plant_first_token", "--llm_sample_count=8", env=tiny_gptj)
+    assert bad.returncode == 4 and "Traceback" not in bad.stderr, bad.stdout + bad.stderr
+    d = audit_dir(tiny_gptj, "TEST06", "gptj", "SingleStream")
+    assert (d / "verify_accuracy.txt").read_text().splitlines()[0] == "First token check pass: False"
+    assert "differs from the first token" in bad.stdout
+    if os.environ.get("MLPERF_INFERENCE_DIR"):
+        official = json.loads((d / "verification.json").read_text())["official"]["accuracy"]["text"].splitlines()
+        assert official == ["First token check pass: False", *PASS[1:3], "TEST06 verification failed"], official
 
 
 class RecordingLoadGen:
