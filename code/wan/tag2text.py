@@ -297,13 +297,15 @@ def middle_indices(num_frames: int, vlen: int) -> list[int]:
 
 
 def frames_tensor(video: np.ndarray):
-    """The 16 sampled frames of a uint8 [T, H, W, 3] video as VBench feeds Tag2Text: 384 x 384 (VBench asks its
-    decoder, decord, for that size; here PIL's bilinear resize does it), ToTensor, Normalize (ImageNet mean/std)."""
+    """The 16 sampled frames of a uint8 [T, H, W, 3] video as VBench feeds Tag2Text: 384 x 384, ToTensor, Normalize
+    (ImageNet mean/std). VBench asks its decoder for 384 x 384 (decord's ffmpeg filter ``scale=384:384``, whose
+    default is bicubic, on the decoded mp4); here PIL's bicubic resize does it on the raw frames."""
     import torch
     from PIL import Image
-    from torchvision.transforms import Compose, Normalize, Resize, ToTensor
+    from torchvision.transforms import Compose, InterpolationMode, Normalize, Resize, ToTensor
 
-    t = Compose([Resize((IMAGE_SIZE, IMAGE_SIZE)), ToTensor(), Normalize(MEAN, STD)])
+    t = Compose([Resize((IMAGE_SIZE, IMAGE_SIZE), interpolation=InterpolationMode.BICUBIC), ToTensor(),
+                 Normalize(MEAN, STD)])
     return torch.stack([t(Image.fromarray(video[i])) for i in middle_indices(FRAMES, len(video))])
 
 
