@@ -298,8 +298,9 @@ def middle_indices(num_frames: int, vlen: int) -> list[int]:
 
 def frames_tensor(video: np.ndarray):
     """The 16 sampled frames of a uint8 [T, H, W, 3] video as VBench feeds Tag2Text: 384 x 384, ToTensor, Normalize
-    (ImageNet mean/std). VBench asks its decoder for 384 x 384 (decord's ffmpeg filter ``scale=384:384``, whose
-    default is bicubic, on the decoded mp4); here PIL's bicubic resize does it on the raw frames."""
+    (ImageNet mean/std). VBench asks its decoder for 384 x 384 (decord's FFmpeg filter ``scale=384:384`` on the
+    decoded mp4: swscale's default, bicubic, since FFmpeg commit 9f14396; bilinear in a filter graph before it, so
+    it depends on the FFmpeg decord was built with); here PIL's bicubic resize does it on the raw frames."""
     import torch
     from PIL import Image
     from torchvision.transforms import Compose, InterpolationMode, Normalize, Resize, ToTensor
