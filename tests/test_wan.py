@@ -2,11 +2,12 @@
 its audit (TEST04, the one the round requires); the official aggregation against ours; each VBench dimension
 against an independent implementation of its formula; our prompt handling and latent setup against the reference's.
 
-Why the dimensions are not compared with the official scorer: the reference's run_evaluation.py runs
+Why the whole VBench run is not the official scorer here: the reference's run_evaluation.py runs
 ``submodules/VBench/evaluate.py``, a git submodule absent from the shared checkout, and VBench loads DINO through
 torch.hub (a GitHub download) and CLIP/RAFT/AMT/Tag2Text checkpoints from its cache, none of which can be fetched
-here; its PyPI package (vbench 0.1.5) pins transformers 4.33.2 and needs decord, which would replace this
-environment's. So the official code that runs here is run_evaluation.py's own aggregation (``parse_results``).
+here. So the official code that runs in this module is run_evaluation.py's own aggregation (``parse_results``);
+VBench 0.1.5's own AMT-S and Tag2Text code (installed --no-deps by make venv) is the oracle of test_wan_amt.py and
+test_wan_tag2text.py.
 """
 from __future__ import annotations
 

@@ -120,7 +120,8 @@ class WanBenchmark(Benchmark):
 
     def _official_accuracy(self, accuracy_log: str, out: Path, entry) -> dict:
         """The real model: the videos as the reference names them, scored by the reference's run_evaluation.py
-        (VBench with its real DINO/CLIP/RAFT/AMT/Tag2Text checkpoints: our code.wan.vbench lacks AMT-S and Tag2Text)."""
+        (VBench with its real DINO/CLIP/RAFT/AMT/Tag2Text checkpoints, the score a submission reports; code.wan.vbench,
+        checked against vbench 0.1.5's own code, scores the tiny variant's random-weight scorers)."""
         from code.common.compliance.official import inference_dir
         from code.common.fileio import write_text
         from code.wan.accuracy import official_vbench, write_vbench_videos
