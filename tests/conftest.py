@@ -166,6 +166,8 @@ HEAVY = ("test_llm_harness",                     # 125 s
          "test_llm_http",                        # 46 (two servers started)
          "test_submission_pipeline",             # 45
          "test_yolo",                            # 41
+         "test_gptj_test06",                     # est. 30 + the shared tiny GPT-J build (64 s alone, busy)
+         "test_wan_tag2text",                    # est. 30 (25-35 s alone)
          "test_sdxl_harness",                    # 37
          "test_report",                          # 36
          "test_resnet50_harness",                # 32
