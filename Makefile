@@ -6,9 +6,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements.sha256
 # installed without their declared dependencies (which would replace the pinned ones): vbench 0.1.5's own code is
-# the oracle of tests/test_wan_amt.py (AMT-S) and tests/test_wan_tag2text.py (Tag2Text, scene); requirements.txt
-# names it in a comment, so the stamp follows a change
-NODEPS := vbench==0.1.5
+# the oracle of tests/test_wan_amt.py (AMT-S), tests/test_wan_tag2text.py (Tag2Text, scene) and
+# tests/test_wan_vbench_official.py (the DINO, CLIP and RAFT dimensions, which import OpenAI's clip and easydict);
+# requirements.txt names them in a comment, so the stamp follows a change
+NODEPS := vbench==0.1.5 openai-clip==1.0.1 easydict==1.14
 REQ_SHA := $(shell sha256sum requirements.txt | cut -c1-64)
 BENCHMARKS ?= resnet50
 MODEL_VARIANT ?= reference

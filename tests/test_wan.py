@@ -230,8 +230,9 @@ def test_wan_vbench_dimensions_match_formulas(scored):
     with torch.no_grad():
         def frames(i, mean, std, size, crop, mode):
             x = torch.from_numpy(videos[i].copy()).permute(0, 3, 1, 2).float()
-            # square frames: the short side is the side; torchvision resizes a uint8 tensor in float and rounds back
-            x = F.interpolate(x, size=(size, size), mode=mode, align_corners=False).round().clamp(0, 255)
+            # square frames: the short side is the side; VBench's load_video hands the transform float frames
+            # (torch.Tensor), so the resize is neither rounded nor clamped
+            x = F.interpolate(x, size=(size, size), mode=mode, align_corners=False)
             x = (x / 255 - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
             return x
         dino = [models["dino"](frames(i, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 224, False, "bilinear")).numpy()

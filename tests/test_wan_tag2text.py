@@ -36,6 +36,7 @@ import torch
 
 from code.wan import tag2text as T2T
 from code.wan import vbench
+from tests.vbench_oracle import decord_stand_in
 
 VBENCH = "vbench==0.1.5"
 # two tiny scene videos of 384 x 384 frames (bars over colours), 6 and 7 frames: VBench pads 16 'middle' indices
@@ -52,20 +53,6 @@ def _video(n: int, shift: int) -> np.ndarray:
 VIDEOS = {"v0.mp4": _video(6, 0), "v1.mp4": _video(7, 3)}
 
 
-class _Reader:
-    """decord.VideoReader over VIDEOS (frames already at the requested 384 x 384)."""
-
-    def __init__(self, path, width=None, height=None, num_threads=1):
-        assert (width, height) == (T2T.IMAGE_SIZE, T2T.IMAGE_SIZE)
-        self.v = VIDEOS[path]
-
-    def __len__(self):
-        return len(self.v)
-
-    def get_batch(self, idx):
-        return types.SimpleNamespace(asnumpy=lambda: self.v[list(idx)])
-
-
 @contextlib.contextmanager
 def _stand_ins(root: Path):
     """sys.modules entries for the imports VBench's CPU path never calls, and the vbench package without its
@@ -78,8 +65,7 @@ def _stand_ins(root: Path):
         for n in ("fairscale", "fairscale.nn", "fairscale.nn.checkpoint",
                   "fairscale.nn.checkpoint.checkpoint_activations"):
             sys.modules[n] = types.SimpleNamespace(__path__=[], checkpoint_wrapper=lambda m, **k: m)
-    sys.modules["decord"] = types.SimpleNamespace(VideoReader=_Reader, cpu=None,
-                                                  bridge=types.SimpleNamespace(set_bridge=lambda _: None))
+    sys.modules["decord"] = decord_stand_in(VIDEOS, (T2T.IMAGE_SIZE, T2T.IMAGE_SIZE))
     try:
         yield
     finally:

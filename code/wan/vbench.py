@@ -24,7 +24,8 @@ DINO_MEAN, DINO_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 
 # The scorers' architectures: the real ones, and tiny random-weight ones of the same kind.
-# dynamic_img_size: DINO's ViT interpolates its position embeddings to any input (a 720p frame resized to 224 x 398)
+# dynamic_img_size: timm's own forward then takes any input whose sides are multiples of 16; subject_consistency
+# runs DINO's forward instead (dino_features), which takes any size, as DINO's own ViT
 DINO_VITB16 = dict(img_size=224, patch_size=16, embed_dim=768, depth=12, num_heads=12, num_classes=0,
                    dynamic_img_size=True)
 DINO_TINY = dict(img_size=224, patch_size=16, embed_dim=32, depth=2, num_heads=2, num_classes=0, dynamic_img_size=True)
@@ -34,13 +35,15 @@ CLIP_TINY = {"embed_dim": 32, "vision_cfg": {"image_size": 224, "layers": 2, "wi
 
 
 def _tensor_frames(video: np.ndarray):
+    """vbench.utils.load_video's tensor: ``torch.Tensor(frames)``, i.e. float32 (its comment says uint8), so the
+    resizes below run in float and are neither rounded nor clamped back to 0..255."""
     import torch
 
-    return torch.from_numpy(np.array(video)).permute(0, 3, 1, 2)        # (T, C, H, W) uint8
+    return torch.from_numpy(np.array(video)).permute(0, 3, 1, 2).float()        # (T, C, H, W) float32, 0..255
 
 
 def dino_transform(frames, n_px: int = 224):
-    """vbench.utils.dino_transform: Resize(shorter side n_px, antialias=False) on the uint8 tensor, /255, Normalize."""
+    """vbench.utils.dino_transform: Resize(shorter side n_px, antialias=False) on the float frames, /255, Normalize."""
     from torchvision.transforms import Normalize, Resize
 
     x = Resize(size=n_px, antialias=False)(frames).float().div(255.0)
@@ -48,7 +51,8 @@ def dino_transform(frames, n_px: int = 224):
 
 
 def clip_transform(frames, n_px: int = 224):
-    """vbench.utils.clip_transform: bicubic Resize (antialias=False), CenterCrop, /255, Normalize."""
+    """vbench.utils.clip_transform: bicubic Resize (antialias=False) on the float frames, CenterCrop, /255,
+    Normalize."""
     from torchvision.transforms import CenterCrop, InterpolationMode, Normalize, Resize
 
     x = Resize(n_px, interpolation=InterpolationMode.BICUBIC, antialias=False)(frames)
@@ -83,15 +87,44 @@ def _consistency(features_per_video: Sequence) -> tuple[float, list[float]]:
     return total / cnt, per_video
 
 
+def dino_features(vit, x):
+    """facebookresearch/dino's ``VisionTransformer.forward`` on timm's ViT (DINO's parameter names): the patch
+    convolution (a side that is not a multiple of the patch is floored: a 720p frame resized to 224 x 398 gives
+    14 x 24 patches, where timm's dynamic_img_size refuses it), the [CLS] token, the position embeddings resized as
+    DINO's ``interpolate_pos_encoding`` does (bicubic at scale factor (n + 0.1) / sqrt(N), not to a size, and not
+    timm's antialiased resample), the blocks, the norm; the [CLS] feature."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    b, _, h, w = x.shape
+    proj = vit.patch_embed.proj
+    tokens = torch.cat([vit.cls_token.expand(b, -1, -1), proj(x).flatten(2).transpose(1, 2)], dim=1)
+    pos = vit.pos_embed
+    n = pos.shape[1] - 1
+    if tokens.shape[1] - 1 != n or h != w:
+        side, patch = math.sqrt(n), proj.kernel_size[0]
+        h0, w0 = h // patch + 0.1, w // patch + 0.1
+        grid = pos[:, 1:].reshape(1, int(side), int(side), -1).permute(0, 3, 1, 2)
+        grid = F.interpolate(grid, scale_factor=(h0 / side, w0 / side), mode="bicubic")
+        pos = torch.cat([pos[:, :1], grid.permute(0, 2, 3, 1).reshape(1, -1, pos.shape[-1])], dim=1)
+    x = tokens + pos
+    for blk in vit.blocks:
+        x = blk(x)
+    return vit.norm(x)[:, 0]
+
+
 def subject_consistency(dino, videos: Sequence[np.ndarray]) -> tuple[float, list[float]]:
-    """DINO features of every frame (one at a time, as VBench), consistency of consecutive and first frames."""
+    """DINO features (``dino_features`` on the timm ViT ``dino``) of every frame, one at a time as VBench;
+    consistency of consecutive and first frames."""
     import torch
 
     feats = []
     with torch.no_grad():
         for v in videos:
             x = dino_transform(_tensor_frames(v))
-            feats.append(torch.cat([dino(x[i:i + 1]) for i in range(len(x))]))
+            feats.append(torch.cat([dino_features(dino, x[i:i + 1]) for i in range(len(x))]))
     return _consistency(feats)
 
 
@@ -141,17 +174,25 @@ def dynamic_degree(raft, videos: Sequence[np.ndarray], fps: float, iters: int = 
             count_num = round(4 * (len(frames) / 16.0))
             count, move = 0, False
             for a, b in zip(frames[:-1], frames[1:]):
-                a, b = _pad8(a), _pad8(b)
-                flow = raft(2 * (a / 255.0) - 1, 2 * (b / 255.0) - 1, num_flow_updates=iters)[-1]
-                rad = torch.sqrt(flow[0, 0] ** 2 + flow[0, 1] ** 2).numpy().ravel()
-                cut = int(rad.size * 0.05)
-                if np.mean(np.abs(np.sort(-rad))[:cut]).item() > thres:
+                if _flow_score(raft, a, b, iters) > thres:
                     count += 1
                 if count >= count_num:
                     move = True
                     break
             moved.append(move)
     return float(np.mean(moved)), moved
+
+
+def _flow_score(raft, a, b, iters: int) -> float:
+    """VBench's DynamicDegree.get_score of a frame pair (float [1, 3, H, W], 0..255): RAFT's flow on the padded
+    pair, the mean of its largest 5% magnitudes."""
+    import torch
+
+    a, b = _pad8(a), _pad8(b)
+    flow = raft(2 * (a / 255.0) - 1, 2 * (b / 255.0) - 1, num_flow_updates=iters)[-1]
+    rad = torch.sqrt(flow[0, 0] ** 2 + flow[0, 1] ** 2).numpy().ravel()
+    cut = int(rad.size * 0.05)
+    return np.mean(np.abs(np.sort(-rad))[:cut]).item()
 
 
 def _pad8(x):
