@@ -6,8 +6,8 @@ Why the whole VBench run is not the official scorer here: the reference's run_ev
 ``submodules/VBench/evaluate.py``, a git submodule absent from the shared checkout, and VBench loads DINO through
 torch.hub (a GitHub download) and CLIP/RAFT/AMT/Tag2Text checkpoints from its cache, none of which can be fetched
 here. So the official code that runs in this module is run_evaluation.py's own aggregation (``parse_results``);
-VBench 0.1.5's own AMT-S and Tag2Text code (installed --no-deps by make venv) is the oracle of test_wan_amt.py and
-test_wan_tag2text.py.
+VBench 0.1.5's own code (installed --no-deps by make venv) is the oracle of test_wan_amt.py (AMT-S),
+test_wan_tag2text.py (Tag2Text, scene) and test_wan_vbench_official.py (the DINO, CLIP and RAFT dimensions).
 """
 from __future__ import annotations
 

@@ -3,8 +3,10 @@
 Each function follows VBench 0.1.5's ``vbench/<dimension>.py`` step for step (its transforms, frame sampling,
 clamping and averaging), with the model handed in: VBench loads DINO ViT-B/16 (torch.hub), CLIP ViT-B/32
 (openai clip), RAFT (things checkpoint), AMT-S and Tag2Text (Swin-B + BERT) from its cache. Here the same
-architectures come from timm (DINO's ViT is timm's layout), open_clip (CLIP) and torchvision (RAFT-large),
-random-weight and seeded in the tiny variant (``build_scorers``); the two that no library provides whole:
+architectures come from timm (DINO's ViT is timm's layout; ``dino_features`` runs DINO's own forward on it),
+open_clip (CLIP) and torchvision (RAFT-large), random-weight and seeded in the tiny variant (``build_scorers``);
+tests/test_wan_vbench_official.py checks these four dimensions against VBench 0.1.5's own compute functions on the
+same weights (OpenAI's CLIP class, the original RAFT under its names). The two that no library provides whole:
 - motion_smoothness: ``motion_smoothness`` takes any interpolator; the tiny variant passes code.wan.amt's
   ``Interpolator`` around the AMT-S architecture at tiny widths (random-weight, seeded); ``amt.load_amt_s`` loads
   VBench's amt-s.pth into the real one (tests/test_wan_amt.py checks it against VBench 0.1.5's own code);
