@@ -26,6 +26,11 @@ Measured here (2026-12-07, 2-core VM shared with other sessions, load average 2-
                  89 s
   llama3.1-405b  Offline 114.9; Server 24 QPS, 690, 21.6/400 ms, 4.17/100 ms, 37 s; Interactive 20 QPS, 690, 21.2/300 ms,
                  4.57/60 ms, 44 s
+Pinned to one core (`taskset -c 1`, load 1-3.4), all six VALID at their first rate: deepseek-r1 Offline 19.0, Server
+5.69 QPS 49.0/400 ms, 19.38/100 ms; Interactive 5.69 QPS 16.4/300, 5.27/60; gpt-oss-120b (one torch thread anyway)
+Server 5.77 QPS 89.0/600, 9.85/100; Interactive 66.1/400, 8.73/60; qwen3-vl Server 8 QPS 375/12000 ms, Interactive
+370/1500 ms. The retry, forced (qwen3-vl Interactive at 150% of Offline, 200 queries): 25.27 QPS INVALID (p99 3.95 s,
+"cannot keep up"), then 12.63 QPS within the bound (519 ms), INVALID only for early stopping at 216 queries.
 
 usage: python scripts/tiny_valid_runs.py [--benchmarks deepseek-r1,gpt-oss-120b,qwen3-vl] [--baseline]
                                          [--scenarios Server,Interactive] [--queries 662] [--root build/tiny_valid_runs]
