@@ -5,11 +5,14 @@ PYTHON_SYS ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements.sha256
-# installed without their declared dependencies (which would replace the pinned ones): vbench 0.1.5's own code is
-# the oracle of tests/test_wan_amt.py (AMT-S), tests/test_wan_tag2text.py (Tag2Text, scene) and
-# tests/test_wan_vbench_official.py (the DINO, CLIP and RAFT dimensions, which import OpenAI's clip and easydict);
-# requirements.txt names them in a comment, so the stamp follows a change
+# installed without their declared dependencies (which would replace the pinned ones), into a folder of their own
+# that only the tests using them put on sys.path (tests/vbench_oracle.py): vbench 0.1.5's own code is the oracle of
+# tests/test_wan_amt.py (AMT-S), tests/test_wan_tag2text.py (Tag2Text, scene) and tests/test_wan_vbench_official.py
+# (the DINO, CLIP and RAFT dimensions, which import OpenAI's clip and easydict). Not in site-packages: OpenAI's
+# top-level `clip` package would shadow the SDXL reference's own tools/clip (a namespace package, which loses to a
+# regular one anywhere on sys.path). requirements.txt names them in a comment, so the stamp follows a change
 NODEPS := vbench==0.1.5 openai-clip==1.0.1 easydict==1.14
+ORACLE := $(VENV)/oracle
 REQ_SHA := $(shell sha256sum requirements.txt | cut -c1-64)
 BENCHMARKS ?= resnet50
 MODEL_VARIANT ?= reference
@@ -43,7 +46,7 @@ $(STAMP): requirements.txt
 	  $(PY) -m pip install -q --disable-pip-version-check -r requirements.txt \
 	  || { echo "[venv] install failed; once more without pip's cache (a download cut short or corrupted in transit fails its hash)"; \
 	       $(PY) -m pip install -q --disable-pip-version-check --no-cache-dir -r requirements.txt; } \
-	  && $(PY) -m pip install -q --disable-pip-version-check --no-deps $(NODEPS) \
+	  && rm -rf $(ORACLE) && $(PY) -m pip install -q --disable-pip-version-check --no-deps --target $(ORACLE) $(NODEPS) \
 	  && echo "$(REQ_SHA)" > $(STAMP); \
 	fi
 

@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from code.wan import amt
+from tests.vbench_oracle import INSTALL, oracle_spec
 
 VBENCH = "vbench==0.1.5"
 AMT_S_PARAMS = 2_990_543         # AMT-S's parameter count (the paper: 3.0M)
@@ -28,10 +29,9 @@ AMT_S_PARAMS = 2_990_543         # AMT-S's parameter count (the paper: 3.0M)
 @pytest.fixture(scope="module")
 def official():
     """VBench's AMT-S Model class, its MotionSmoothness class, its AMT utils, and AMT-S.yaml's network entry."""
-    spec = importlib.util.find_spec("vbench")
+    spec = oracle_spec("vbench")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"{VBENCH} is not installed (`make venv` installs it with --no-deps; or "
-                    f"`.venv/bin/pip install --no-deps {VBENCH}`)")
+        pytest.skip(f"{VBENCH} is not installed ({INSTALL})")
     root = Path(list(spec.submodule_search_locations)[0])
     if not (root / "third_party" / "amt" / "networks" / "AMT-S.py").is_file():
         pytest.skip(f"{root} has no third_party/amt/networks/AMT-S.py (not {VBENCH})")

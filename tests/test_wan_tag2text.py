@@ -36,7 +36,7 @@ import torch
 
 from code.wan import tag2text as T2T
 from code.wan import vbench
-from tests.vbench_oracle import decord_stand_in
+from tests.vbench_oracle import INSTALL, decord_stand_in, oracle_spec
 
 VBENCH = "vbench==0.1.5"
 # two tiny scene videos of 384 x 384 frames (bars over colours), 6 and 7 frames: VBench pads 16 'middle' indices
@@ -113,10 +113,9 @@ def _tiny_configs(d: Path, vocab: int) -> Path:
 def official(tmp_path_factory):
     """VBench's tag2text / med / scene / utils modules and their Tag2Text_Caption at TINY widths (seeded, moved
     weights), plus its state dict saved as VBench's checkpoint file."""
-    spec = importlib.util.find_spec("vbench")
+    spec = oracle_spec("vbench")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"{VBENCH} is not installed (`make venv` installs it with --no-deps; or "
-                    f"`.venv/bin/pip install --no-deps {VBENCH}`)")
+        pytest.skip(f"{VBENCH} is not installed ({INSTALL})")
     root = Path(list(spec.submodule_search_locations)[0])
     if not (root / "third_party" / "tag2Text" / "tag2text.py").is_file():
         pytest.skip(f"{root} has no third_party/tag2Text/tag2text.py (not {VBENCH})")

@@ -37,7 +37,7 @@ import pytest
 import torch
 
 from code.wan import vbench
-from tests.vbench_oracle import decord_stand_in
+from tests.vbench_oracle import INSTALL, decord_stand_in, oracle_spec
 
 VBENCH = "vbench==0.1.5 openai-clip==1.0.1 easydict==1.14"
 FPS = 16                                     # Wan's: dynamic_degree samples every round(16 / 8) = 2nd frame
@@ -131,11 +131,10 @@ def _raft_state_dict(tv_sd: dict) -> dict:
 def setup(tmp_path_factory):
     """VBench's four dimension modules (stand-ins active until the module ends), the videos (mp4 files, a
     VBench_full_info-style json, the decoded frames), and the models on both sides."""
-    spec = importlib.util.find_spec("vbench")
-    missing = [m for m in ("clip", "easydict") if importlib.util.find_spec(m) is None]
+    spec = oracle_spec("vbench")
+    missing = [m for m in ("clip", "easydict") if oracle_spec(m) is None]
     if spec is None or not spec.submodule_search_locations or missing:
-        pytest.skip(f"{VBENCH} not all installed (`make venv` installs them with --no-deps; or "
-                    f"`.venv/bin/pip install --no-deps {VBENCH}`)")
+        pytest.skip(f"{VBENCH} not all installed ({INSTALL})")
     root = Path(list(spec.submodule_search_locations)[0])
     if not (root / "third_party" / "RAFT" / "core" / "raft.py").is_file():
         pytest.skip(f"{root} has no third_party/RAFT (not vbench==0.1.5)")

@@ -1,11 +1,26 @@
-"""What the tests that run vbench==0.1.5's own code as the oracle share (test_wan_tag2text.py,
-test_wan_vbench_official.py): a stand-in for decord, VBench's mp4 reader, which cannot be installed next to this
-environment's pins."""
+"""What the tests that run vbench==0.1.5's own code as the oracle share (test_wan_amt.py, test_wan_tag2text.py,
+test_wan_vbench_official.py): where `make venv` put it, and a stand-in for decord, VBench's mp4 reader, which cannot
+be installed next to this environment's pins."""
 from __future__ import annotations
 
+import importlib.util
+import sys
 import types
+from pathlib import Path
 
 import numpy as np
+
+# `make venv` installs vbench, openai-clip and easydict --no-deps into this folder (the Makefile's ORACLE), not into
+# site-packages, where OpenAI's `clip` would shadow the SDXL reference's tools/clip for every other test
+ORACLE = Path(sys.prefix) / "oracle"
+INSTALL = f"`make venv` installs them --no-deps into {ORACLE}"
+
+
+def oracle_spec(name: str):
+    """``name``'s import spec with the oracle folder on this process's sys.path (after everything else)."""
+    if ORACLE.is_dir() and str(ORACLE) not in sys.path:
+        sys.path.append(str(ORACLE))
+    return importlib.util.find_spec(name)
 
 
 def decord_stand_in(videos: dict[str, np.ndarray], size: tuple[int, int] | None = None) -> types.SimpleNamespace:
