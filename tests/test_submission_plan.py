@@ -416,3 +416,34 @@ def test_smoke_server_run_once_more_at_half_the_rate_when_invalid_for_the_load(t
     assert os.getpriority(os.PRIO_PROCESS, 0) == before
     if os.geteuid() == 0:
         assert calls == [min(before, -10)], calls
+
+
+def test_smoke_record_redoes_an_audit_whose_accuracy_part_failed(tmp_path, monkeypatch):
+    """A smoke audit is kept when only its timed comparison failed (a short run's), redone when its accuracy part did
+    (GPT-J TEST06 without token data was kept and failed the checker on every resume) or ours and the official
+    verification disagreed."""
+    from code.common.submission import flow, plan as P
+    from code.main import plan
+
+    monkeypatch.setenv("MLPERF_BUILD_DIR", str(tmp_path / "build"))
+    items, _ = P.derive("v5.0", "datacenter", ("gptj",))
+    by = {i.key: i for i in items}
+    for key, rec, want in (
+            ("gptj-99/Offline/TEST06", {"accepted": False, "accuracy": {"passed": False}}, False),
+            ("gptj-99/Offline/TEST06", {"accepted": True, "accuracy": {"passed": True}}, True),
+            ("gptj-99/Offline/TEST06", {"accepted": False, "accuracy": {"passed": True},
+                                        "errors": ["ours and the official script disagree"]}, False)):
+        item = by[key]
+        s = plan(item.argv("v5.0", "tiny", True, str(tmp_path / "logs")))[1][0]
+        ok, why, where = flow.record(item, s, tmp_path / "logs", True)
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "metadata.json").write_text(json.dumps({"status": "ok", "control": {"smoke": True}}))
+        (where / "verification.json").write_text(json.dumps(rec))
+        ok, why, _ = flow.record(item, s, tmp_path / "logs", True)
+        assert ok is want, (rec, why)
+        if not want and not rec.get("errors"):
+            assert why.startswith(f"{item.kind} failed its accuracy check"), why
+    # a timed comparison alone (TEST01's performance part of a short run) is what a smoke run cannot pass: kept
+    t01 = {"accepted": False, "accuracy": {"passed": True}, "performance": {"passed": False}}
+    assert flow._smoke_excused(t01) and flow._smoke_excused({"accepted": False, "performance": {"passed": False}})
+    assert flow._smoke_excused({"accepted": False, "accuracy": {"passed": False}, "fallback": {"passed": True}})
