@@ -134,3 +134,22 @@ def test_compliance_official_scripts_agree(runs, tmp_path):
         rec = audit.verify_audit_dir(test, a, perf_ref=runs / perf, acc_ref=acc_ref, rb=RB)
         assert "official" in rec
         assert not rec["errors"], rec["errors"]
+
+
+def test_interactive_audit_config_applies_as_loadgen_server(tmp_path):
+    """An Interactive audit's keys reach LoadGen, which runs it as its Server scenario under the model's
+    "-interactive" name: a TEST07 shortened for a 12-sample set (what make submission SMOKE=1 passes) issues and logs
+    all 12. Written as "*.Interactive.key" / "gpt-oss-120b.Interactive.key" they were never applied: the v6.1 smoke's
+    GPT-OSS Interactive TEST07 logged no samples (sampling target 0) and asked for 662 queries."""
+    rb = RND.entry("gpt_oss_120b")
+    text = ac.audit_config("TEST07", RND, rb, "Interactive", {"min_query_count": 12, "accuracy_log_sampling_target": 12})
+    assert "*.Server.min_query_count = 12" in text and "gpt-oss-120b-interactive.Server.min_query_count = 12" in text
+    assert ".Interactive." not in text
+    # the synthetic SUT reports no tokens, which LoadGen needs (and segfaults without) where mlperf.conf has
+    # use_token_latencies: off for it; the harness's LLM SUTs report them
+    md = synthetic.run(tmp_path / "t07", scenario="Server", model="gpt-oss-120b-interactive", total=12, perf_count=12,
+                       min_query_count=662, min_duration_ms=0, expected_qps=200, audit_config=text,
+                       user_conf_extra="gpt-oss-120b-interactive.Server.use_token_latencies = 0\n")
+    assert md["effective"]["effective_accuracy_log_sampling_target"] == 12
+    entries = json.loads((tmp_path / "t07" / "mlperf_log_accuracy.json").read_text())
+    assert sorted(e["qsl_idx"] for e in entries) == list(range(12))

@@ -53,14 +53,18 @@ def audit_config(test: str, rnd: Round, bench: RoundBenchmark, scenario: str,
             raise not_applicable_test06(bench)
         raise HarnessError(f"{test} is not required for {bench.name} in {rnd.version}",
                            f"run the required tests: {', '.join(bench.compliance_tests) or 'none'}")
-    model = bench.loadgen_model
+    # the names LoadGen matches the keys against: Interactive runs as its Server scenario under the model's
+    # "-interactive" name (a "*.Interactive.key" line is never applied: the v6.1 smoke's GPT-OSS Interactive TEST07
+    # logged no samples)
+    model = scenarios.loadgen_model(bench.loadgen_model, scenario)
+    lg_scenario = scenarios.get(scenario).loadgen_enum
     lines = [_HEADER]
     if test == "TEST01":
         lines += ["# mode dictionary (0 = submission, 1 = accuracy, 2 = performance, 3 = find peak perf)",
                   "*.*.mode = 2",
                   f"*.*.accuracy_log_rng_seed = {rnd.audit_accuracy_log_rng_seed}",
                   f"*.*.accuracy_log_sampling_target = {bench.test01_sampling_target}",
-                  f"{model}.{scenario}.accuracy_log_sampling_target = {bench.test01_sampling_target}"]
+                  f"{model}.{lg_scenario}.accuracy_log_sampling_target = {bench.test01_sampling_target}"]
     elif test == "TEST06":
         lines += [ln.format(seed=rnd.audit_accuracy_log_rng_seed) for ln in TEST06_LINES]
     elif test in ("TEST07", "TEST09"):
@@ -91,11 +95,11 @@ def audit_config(test: str, rnd: Round, bench: RoundBenchmark, scenario: str,
             lines += [f"*.{scen}.mode = 2", f"*.{scen}.performance_issue_unique = 0",
                       f"*.{scen}.performance_issue_same = 1", f"*.{scen}.performance_issue_same_index = 3"]
         for key, value in bench.test04_extra.get(scenario, {}).items():
-            lines.append(f"{model}.{scenario}.{key} = {value}")
+            lines.append(f"{model}.{lg_scenario}.{key} = {value}")
     for key, value in (extra or {}).items():
         # LoadGen re-applies audit.config for model "*" at StartTest, so a wildcard line for the
         # same key would win over a model-specific one: drop every earlier line for the key.
         lines = [ln for ln in lines if ln.startswith("#") or "=" not in ln
                  or not ln.split("=")[0].strip().endswith("." + key)]
-        lines += [f"*.{scenario}.{key} = {value}", f"{model}.{scenario}.{key} = {value}"]
+        lines += [f"*.{lg_scenario}.{key} = {value}", f"{model}.{lg_scenario}.{key} = {value}"]
     return "\n".join(lines) + "\n"
