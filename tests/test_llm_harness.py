@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from code.common.results.explain import load_only
 from tests.conftest import (REPO, metadata_under, offline_samples, official_root, run_main, server_rate, server_run,
                             valid_or_short)
 
@@ -104,13 +105,15 @@ def test_llama_interactive_runs_under_the_interactive_model_name(llama):
     root = llama["root"] / "interactive"
     run_main("--action=run_harness", *LLAMA, "--scenarios=Interactive", f"--server_target_qps={qps}",
              "--performance_sample_count=32", "--min_query_count=32", "--min_duration=1000", f"--log_dir={root}",
-             env=llama["env"], check=True)
+             env=llama["env"], check=True, latency=True)
     m = one(root)
     assert m["scenario"] == "Interactive" and m["loadgen_model"] == "llama2-70b-interactive"
     assert m["tokens"]["ttft_limit_ns"] == 200_000_000 and m["tokens"]["tpot_limit_ns"] == 50_000_000
     assert "llama2-70b-interactive.Server.target_qps" in m["user_conf"]
-    if not m["valid"]:        # too few queries for the p99 estimates: said so, with the command
-        assert any("early stopping" in w for w in m["invalid_reasons"])
+    if not m["valid"]:
+        # too few queries for the p99 estimates, or (the suite on one core) a TTFT/TPOT bound missed: the load's
+        # reasons alone, each said with its command
+        assert load_only(m["invalid_reasons"]), m["invalid_reasons"]
 
 
 def test_llama_test06_passes_and_a_wrong_first_token_fails(llama):
