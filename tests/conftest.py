@@ -141,38 +141,39 @@ def _forked_main(args: tuple[str, ...], cwd: Path, env: dict, timeout: int,
 # --- pytest-xdist: in which order ------------------------------------------------------------------------
 # `make test` runs three workers with --dist loadfile --no-loadscope-reorder: a test module is one work unit (its
 # module fixtures are built once, on one worker), handed out in the order the workers collected them. Here that
-# order is heaviest first (HEAVY: a module's seconds in one full three-worker run, 2026-12-07 at 1b15c1e), so the long
+# order is heaviest first (HEAVY: a module's seconds in one full three-worker run, 2026-12-06 at 6b549fd; ordered by the seconds
+# of 2026-12-07 instead, the suite ran 884 s against 808 s, the v5.1 tree's setup 132 s against 92 s, so this one stays), so the long
 # units start at once and the short ones fill the end; the rest follow in file order. (--dist loadgroup would split a module further,
 # but pytest 9 ignores the node-id suffix xdist 3.8 marks groups with, so the submission trees are one file per
 # round instead.)
-HEAVY = ("test_llm_harness",                      # 137 s
-         "test_deepseek_r1",                      # 135 (a build, 6 LLM runs)
-         "test_llama3_1_405b",                    # 103 (VALID Server and Interactive, TEST06)
-         "test_gpu_check",                        # 103 (the CPU dry-run)
-         "test_submission_official_v51",          # 92
-         "test_ray_executor",                     # 90
-         "test_calibration",                      # 90
-         "test_submission_official_v60",          # 81
-         "test_submission_official",              # 74 (v6.1)
-         "test_gpt_oss_120b",                     # 67
-         "test_retinanet_harness",                # 57
-         "test_find_performance",                 # 55
-         "test_submission_pipeline",              # 52
-         "test_submission_endpoints",             # 46 (a server, two endpoints-client runs)
-         "test_resnet50_harness",                 # 46
-         "test_whisper",                          # 45
-         "test_llm_http",                         # 44 (two servers started)
-         "test_qwen3_vl",                         # 40
-         "test_compliance_sdxl",                  # 39
-         "test_yolo",                             # 38
-         "test_doctor",                           # 38
-         "test_report",                           # 37
-         "test_sdxl_harness",                     # 32
-         "test_sdxl_fidelity",                    # 31
-         "test_wan",                              # 30
-         "test_submission_plan",                  # 30
-         "test_llm_moe_llama31_harness",          # 30
-         "test_sdxl_accuracy")                    # 29
+HEAVY = ("test_llm_harness",                     # 125 s
+         "test_deepseek_r1",                     # 122 (a build, 6 LLM runs)
+         "test_submission_official_v51",         # 106
+         "test_submission_official",             # 99 (v6.1)
+         "test_gpu_check",                       # 96 (the CPU dry-run)
+         "test_submission_official_v60",         # 94
+         "test_calibration",                     # 93
+         "test_llama3_1_405b",                   # 64 + ~25 (est.: VALID Server and Interactive, TEST06; +24 s alone)
+         "test_ray_executor",                    # 85
+         "test_whisper",                         # 77
+         "test_gpt_oss_120b",                    # 72
+         "test_retinanet_harness",               # 58
+         "test_compliance_sdxl",                 # 53
+         "test_llm_moe_llama31_harness",         # 48
+         "test_find_performance",                # 48
+         "test_sdxl_fidelity",                   # 47
+         "test_submission_endpoints",            # 47 (a server, two endpoints-client runs)
+         "test_qwen3_vl",                        # 47
+         "test_llm_http",                        # 46 (two servers started)
+         "test_submission_pipeline",             # 45
+         "test_yolo",                            # 41
+         "test_sdxl_harness",                    # 37
+         "test_report",                          # 36
+         "test_resnet50_harness",                # 32
+         "test_rgat",                            # 31
+         "test_sdxl_accuracy",                   # 29
+         "test_wan",                             # 28
+         "test_doctor")                          # 28
 
 
 def _module(item: pytest.Item) -> str:
