@@ -142,7 +142,7 @@ def _forked_main(args: tuple[str, ...], cwd: Path, env: dict, timeout: int,
 # `make test` runs three workers with --dist loadfile --no-loadscope-reorder: a test module is one work unit (its
 # module fixtures are built once, on one worker), handed out in the order the workers collected them. Here that
 # order is heaviest first (HEAVY: a module's seconds in one full three-worker run, 2026-12-06 at 6b549fd; ordered by the seconds
-# of 2026-12-07 instead, the suite ran 884 s against 808 s, the v5.1 tree's setup 132 s against 92 s, so this one stays), so the long
+# of 2026-12-07 the suite ran 884 s, in this order 808 s and 946 s: within this machine's drift, so this one stays), so the long
 # units start at once and the short ones fill the end; the rest follow in file order. (--dist loadgroup would split a module further,
 # but pytest 9 ignores the node-id suffix xdist 3.8 marks groups with, so the submission trees are one file per
 # round instead.)
