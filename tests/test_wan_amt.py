@@ -11,54 +11,31 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from code.wan import amt
-from tests.vbench_oracle import INSTALL, oracle_spec
+from tests.vbench_oracle import mounted, vbench_root
 
-VBENCH = "vbench==0.1.5"
 AMT_S_PARAMS = 2_990_543         # AMT-S's parameter count (the paper: 3.0M)
 
 
 @pytest.fixture(scope="module")
 def official():
     """VBench's AMT-S Model class, its MotionSmoothness class, its AMT utils, and AMT-S.yaml's network entry."""
-    spec = oracle_spec("vbench")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"{VBENCH} is not installed ({INSTALL})")
-    root = Path(list(spec.submodule_search_locations)[0])
-    if not (root / "third_party" / "amt" / "networks" / "AMT-S.py").is_file():
-        pytest.skip(f"{root} has no third_party/amt/networks/AMT-S.py (not {VBENCH})")
+    root = vbench_root("third_party/amt/networks/AMT-S.py")
     import yaml
 
-    saved = {k: v for k, v in sys.modules.items() if k == "vbench" or k.startswith("vbench.")}
-    added = []
-
-    def stub(name: str, **attrs):
-        if importlib.util.find_spec(name) is None:
-            sys.modules[name] = types.SimpleNamespace(**attrs)
-            added.append(name)
-
-    pkg = types.ModuleType("vbench")
-    pkg.__path__ = [str(root)]
-    sys.modules["vbench"] = pkg
-    stub("decord", VideoReader=None, cpu=None)
-    stub("imageio", imread=None, imwrite=None)
-    stub("omegaconf", OmegaConf=None)
-    try:
+    absent = {n: types.SimpleNamespace(**attrs) for n, attrs in (
+        ("decord", dict(VideoReader=None, cpu=None)), ("imageio", dict(imread=None, imwrite=None)),
+        ("omegaconf", dict(OmegaConf=None))) if importlib.util.find_spec(n) is None}
+    with mounted(root, absent):
         model_cls = importlib.import_module("vbench.third_party.amt.networks.AMT-S").Model
         ms = importlib.import_module("vbench.motion_smoothness")
         utils = importlib.import_module("vbench.third_party.amt.utils.utils")
-    finally:
-        for k in [k for k in sys.modules if k == "vbench" or k.startswith("vbench.")] + added:
-            sys.modules.pop(k, None)
-        sys.modules.update(saved)
     cfg = yaml.safe_load((root / "third_party" / "amt" / "cfgs" / "AMT-S.yaml").read_text())["network"]
     return {"Model": model_cls, "ms": ms, "utils": utils, "cfg": cfg}
 

@@ -21,12 +21,10 @@ Without the package the oracle tests skip with that reason.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import inspect
 import json
-import sys
 import types
 from pathlib import Path
 
@@ -36,9 +34,8 @@ import torch
 
 from code.wan import tag2text as T2T
 from code.wan import vbench
-from tests.vbench_oracle import INSTALL, decord_stand_in, oracle_spec
+from tests.vbench_oracle import decord_stand_in, mounted, vbench_root
 
-VBENCH = "vbench==0.1.5"
 # two tiny scene videos of 384 x 384 frames (bars over colours), 6 and 7 frames: VBench pads 16 'middle' indices
 COLOURS = ([250, 10, 10], [10, 250, 10], [10, 10, 250], [250, 250, 10], [120, 120, 120], [0, 0, 0], [200, 60, 160])
 
@@ -53,25 +50,15 @@ def _video(n: int, shift: int) -> np.ndarray:
 VIDEOS = {"v0.mp4": _video(6, 0), "v1.mp4": _video(7, 3)}
 
 
-@contextlib.contextmanager
 def _stand_ins(root: Path):
-    """sys.modules entries for the imports VBench's CPU path never calls, and the vbench package without its
-    __init__ (which imports every dimension); everything restored on exit."""
-    saved = {k: v for k, v in sys.modules.items() if k.split(".")[0] in ("vbench", "fairscale", "decord")}
-    pkg = types.ModuleType("vbench")
-    pkg.__path__ = [str(root)]
-    sys.modules["vbench"] = pkg
-    if "fairscale" not in saved and importlib.util.find_spec("fairscale") is None:
-        for n in ("fairscale", "fairscale.nn", "fairscale.nn.checkpoint",
-                  "fairscale.nn.checkpoint.checkpoint_activations"):
-            sys.modules[n] = types.SimpleNamespace(__path__=[], checkpoint_wrapper=lambda m, **k: m)
-    sys.modules["decord"] = decord_stand_in(VIDEOS, (T2T.IMAGE_SIZE, T2T.IMAGE_SIZE))
-    try:
-        yield
-    finally:
-        for k in [k for k in sys.modules if k.split(".")[0] in ("vbench", "fairscale", "decord")]:
-            sys.modules.pop(k, None)
-        sys.modules.update(saved)
+    """The vbench package without its __init__, decord's stand-in, and fairscale's checkpoint wrapper (the identity)
+    where fairscale is not installed; restored on exit."""
+    absent = {}
+    if importlib.util.find_spec("fairscale") is None:
+        absent = {n: types.SimpleNamespace(__path__=[], checkpoint_wrapper=lambda m, **k: m)
+                  for n in ("fairscale", "fairscale.nn", "fairscale.nn.checkpoint",
+                            "fairscale.nn.checkpoint.checkpoint_activations")}
+    return mounted(root, {**absent, "decord": decord_stand_in(VIDEOS, (T2T.IMAGE_SIZE, T2T.IMAGE_SIZE))})
 
 
 def _transformers4_helpers(med):
@@ -113,12 +100,7 @@ def _tiny_configs(d: Path, vocab: int) -> Path:
 def official(tmp_path_factory):
     """VBench's tag2text / med / scene / utils modules and their Tag2Text_Caption at TINY widths (seeded, moved
     weights), plus its state dict saved as VBench's checkpoint file."""
-    spec = oracle_spec("vbench")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"{VBENCH} is not installed ({INSTALL})")
-    root = Path(list(spec.submodule_search_locations)[0])
-    if not (root / "third_party" / "tag2Text" / "tag2text.py").is_file():
-        pytest.skip(f"{root} has no third_party/tag2Text/tag2text.py (not {VBENCH})")
+    root = vbench_root("third_party/tag2Text/tag2text.py")
     import transformers.modeling_utils as mu
     import transformers.pytorch_utils as pu
     from transformers import BertTokenizer, GenerationConfig, GenerationMixin

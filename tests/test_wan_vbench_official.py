@@ -21,7 +21,6 @@ Without the packages the oracle tests skip with that reason.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import importlib
 import importlib.util
@@ -29,7 +28,6 @@ import json
 import math
 import re
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -37,9 +35,8 @@ import pytest
 import torch
 
 from code.wan import vbench
-from tests.vbench_oracle import INSTALL, decord_stand_in, oracle_spec
+from tests.vbench_oracle import decord_stand_in, mounted, vbench_root
 
-VBENCH = "vbench==0.1.5 openai-clip==1.0.1 easydict==1.14"
 FPS = 16                                     # Wan's: dynamic_degree samples every round(16 / 8) = 2nd frame
 # non-square, sides not multiples of 8 (RAFT's padding) and >= 128 (torchvision's RAFT needs it), even (mp4v); DINO's
 # resize gives 224 x 327: 14 x 20 patches (7 columns floored), its position embeddings interpolated
@@ -85,23 +82,6 @@ def _write_decode(path: Path, video: np.ndarray) -> np.ndarray:
     return np.stack(out)
 
 
-@contextlib.contextmanager
-def _stand_ins(root: Path, videos: dict[str, np.ndarray]):
-    """The vbench package without its __init__ and the decord stand-in in sys.modules; restored on exit."""
-    names = ("vbench", "decord")
-    saved = {k: v for k, v in sys.modules.items() if k.split(".")[0] in names}
-    pkg = types.ModuleType("vbench")
-    pkg.__path__ = [str(root)]
-    sys.modules["vbench"] = pkg
-    sys.modules["decord"] = decord_stand_in(videos)
-    try:
-        yield
-    finally:
-        for k in [k for k in sys.modules if k.split(".")[0] in names]:
-            sys.modules.pop(k, None)
-        sys.modules.update(saved)
-
-
 _TV2RAFT = [  # torchvision RAFT-large name -> the original RAFT's (VBench's third_party/RAFT), in order
     (r"^feature_encoder\.", "fnet."), (r"^context_encoder\.", "cnet."),
     (r"^(\w+net)\.convnormrelu\.0\.", r"\1.conv1."), (r"^(\w+net)\.convnormrelu\.1\.", r"\1.norm1."),
@@ -131,13 +111,7 @@ def _raft_state_dict(tv_sd: dict) -> dict:
 def setup(tmp_path_factory):
     """VBench's four dimension modules (stand-ins active until the module ends), the videos (mp4 files, a
     VBench_full_info-style json, the decoded frames), and the models on both sides."""
-    spec = oracle_spec("vbench")
-    missing = [m for m in ("clip", "easydict") if oracle_spec(m) is None]
-    if spec is None or not spec.submodule_search_locations or missing:
-        pytest.skip(f"{VBENCH} not all installed ({INSTALL})")
-    root = Path(list(spec.submodule_search_locations)[0])
-    if not (root / "third_party" / "RAFT" / "core" / "raft.py").is_file():
-        pytest.skip(f"{root} has no third_party/RAFT (not vbench==0.1.5)")
+    root = vbench_root("third_party/RAFT/core/raft.py", needs=("clip", "easydict"))
     import clip
     import open_clip
 
@@ -177,7 +151,7 @@ def setup(tmp_path_factory):
         raft.update_block.flow_head.conv2.weight.mul_(FLOW_SCALE)
         raft.update_block.flow_head.conv2.bias.mul_(FLOW_SCALE)
     torch.save(_raft_state_dict(raft.state_dict()), d / "raft-things.pth")
-    with _stand_ins(root, videos):
+    with mounted(root, {"decord": decord_stand_in(videos)}):
         mods = {n: importlib.import_module(f"vbench.{n}") for n in DIMS}
         yield {"mods": mods, "json": str(d / "full_info.json"), "videos": videos, "dino": models["dino"],
                "oc": oc, "tokenizer": models["clip_tokenizer"], "ref_clip": ref_clip, "raft": raft,
