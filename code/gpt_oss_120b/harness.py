@@ -52,25 +52,6 @@ class GptOss120BBenchmark(LLMBenchmark):
     tiny_build_options = {"boost": (dataset.TINY_SPECIALS[-2], *dataset.TINY_FINALS, *dataset.TINY_ANSWERS),
                           "boost_scale": 1.3}
 
-    def _one_thread(self, fn, *args):
-        """The tiny GPT-OSS's eager attention (its sinks rule out SDPA) is many tiny batched matmuls a token; with
-        OpenMP threads on a busy 2-core machine each waits for a descheduled peer (8 ms a matmul against 0.1 ms on
-        one thread here). Its builds run on one thread, as its config blocks' runs do (cpu_threads 1)."""
-        import torch
-
-        n = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return fn(*args)
-        finally:
-            torch.set_num_threads(n)
-
-    def download_model(self) -> None:
-        self._one_thread(super().download_model)
-
-    def _plain_generate(self, prompts, stops=None):
-        return self._one_thread(super()._plain_generate, prompts, stops)
-
     def generation(self) -> Generation:
         if self.tiny:
             return TINY

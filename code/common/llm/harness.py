@@ -249,9 +249,10 @@ class LLMBenchmark(Benchmark):
         g = tiny.TextGen(tiny.SEED + 7)
         prompts = [np.asarray(tok(g.paragraph(2 + i % 6))["input_ids"]) for i in range(16)]
         gen = self.generation()
-        rec = tiny.build_model(self.tiny_kind, self.checkpoint, self.tiny_tokenizer_dir(), context=self.tiny_context,
-                               max_new_tokens=gen.max_new_tokens, min_new_tokens=gen.min_new_tokens,
-                               calibration_prompts=prompts, **self.tiny_build_options)
+        with tiny.one_thread():
+            rec = tiny.build_model(self.tiny_kind, self.checkpoint, self.tiny_tokenizer_dir(), context=self.tiny_context,
+                                   max_new_tokens=gen.max_new_tokens, min_new_tokens=gen.min_new_tokens,
+                                   calibration_prompts=prompts, **self.tiny_build_options)
         print(f"[download_model] tiny {self.tiny_kind} ({rec['parameters']:,} parameters, EOS scale {rec['eos_scale']}, "
               f"median output {rec['median_output_tokens']:g} tokens) -> {self.checkpoint}")
 
@@ -379,7 +380,7 @@ class LLMBenchmark(Benchmark):
         gen, cfg = self.generation(), self.model_config()
         eos = self.eos_token_id()
         outs = []
-        with progress.bar(len(prompts), "plain model.generate (tiny reference)", "sample") as bar:
+        with progress.bar(len(prompts), "plain model.generate (tiny reference)", "sample") as bar, tiny.one_thread():
             for i, p in enumerate(prompts):
                 out = greedy_generate(model, np.asarray(p), max_new_tokens=gen.max_new_tokens,
                                       min_new_tokens=gen.min_new_tokens, eos_token_id=cfg.get("eos_token_id"),

@@ -13,6 +13,7 @@ the batching scheduler are exercised.
 """
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Sequence
 
@@ -141,15 +142,31 @@ def tiny_config(kind: str, vocab_size: int, context: int):
     raise ValueError(f"no tiny model kind {kind!r}")
 
 
-def _median_length(model, prompts: Sequence[np.ndarray], max_new: int, min_new: int) -> float:
+def _median_length(model, prompts: Sequence[np.ndarray], max_new: int, min_new: int, limit: float) -> float | None:
+    """The median greedy output length of ``prompts`` (in-flight batching, all of them in one batch of 16), or None
+    as soon as it is certain to be over ``limit``: the median of the lengths so far, a row still running counted at
+    the length it has reached (its final length is at least that), is a lower bound of the final median. Stopping
+    there changes nothing the rows before it computed, so the search's choice is the one a full run makes; it saves
+    the tail of every scale that is too small (about a third of a tiny build's CPU)."""
     from code.common.llm.generation import GenRequest, Scheduler
     from code.common.llm.hf import TransformersStepModel
 
     lens: list[int] = []
-    sch = Scheduler(TransformersStepModel(model, eos_token_id=EOS), 16)
     import threading
 
     done = threading.Event()
+    over: list[bool] = []
+
+    class Calibration(Scheduler):
+        def _iterate(self, joiners):
+            super()._iterate(joiners)
+            if self.active and np.median(lens + [len(r.tokens) for r in self.active] + [0] * len(self._queue)) > limit:
+                self.model.leave(list(range(len(self.active))))
+                self.active = []
+                over.append(True)
+                done.set()
+
+    sch = Calibration(TransformersStepModel(model, eos_token_id=EOS), 16)
 
     def finish(r, toks):
         lens.append(len(toks))
@@ -159,7 +176,7 @@ def _median_length(model, prompts: Sequence[np.ndarray], max_new: int, min_new: 
     sch.submit([GenRequest(i, i, p, max_new, min_new) for i, p in enumerate(prompts)])
     done.wait()
     sch.stop()
-    return float(np.median(lens))
+    return None if over else float(np.median(lens))
 
 
 def build_model(kind: str, out_dir: Path, tokenizer_dir: Path, *, context: int, max_new_tokens: int,
@@ -188,14 +205,16 @@ def build_model(kind: str, out_dir: Path, tokenizer_dir: Path, *, context: int, 
             head[boosted] = head[boosted] * boost_scale
     row = head[EOS].detach().clone()
     chosen, trace = 1.0, []
+    limit = max_new_tokens * 0.6
     with torch.no_grad():
         for k in range(24):                  # 1.0, 1.12, 1.25, ... up to ~13
             scale = round(1.12 ** k, 4)
             head[EOS] = row * scale
-            med = _median_length(model, calibration_prompts, max_new_tokens, min_new_tokens)
-            trace.append((scale, med))
+            med = _median_length(model, calibration_prompts, max_new_tokens, min_new_tokens,
+                                 limit if k < 23 else float("inf"))         # the last: its median, whatever it is
+            trace.append((scale, med if med is not None else f">{limit:g}"))     # a median over the limit: not run out
             chosen = scale
-            if med <= max_new_tokens * 0.6:
+            if med is not None and med <= limit:
                 break
         head[EOS] = row * chosen
     record = {"kind": kind, "seed": seed, "vocab_size": len(tok), "context": context, "eos_scale": chosen,
@@ -208,6 +227,23 @@ def build_model(kind: str, out_dir: Path, tokenizer_dir: Path, *, context: int, 
             shutil.copy2(f, tmp / f.name)
         write_json(tmp / "tiny_build.json", record)
     return record
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Torch on one intra-op thread while the block runs (the tiny builds: the EOS search, plain ``model.generate``).
+    A tiny model's step is many matmuls of a few thousand flops: OpenMP threads cost more than they give, and on a
+    busy 2-core machine each waits for a descheduled peer (GPT-OSS's eager attention: 8 ms a matmul against 0.1 ms
+    on one thread; the tiny Llama's EOS search: 1.9 CPU-s a scale on two threads, 0.2 on one). The runs of the tiny
+    variants use one thread too (cpu_threads 1 in their config blocks)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
 
 
 def quiet() -> None:
