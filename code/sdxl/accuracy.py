@@ -14,6 +14,7 @@ swapped in whole).
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -165,11 +166,12 @@ def evaluate(accuracy_log: str, out_dir: str, *, captions: list[str], variant: s
     if device is None:
         import torch
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    clip, inception = scorers.load_scorers(models_dir, variant, device)
+    scorers.require_scorer_files(models_dir, variant)
+    # the scorers load with the first batch: a log that is bad from its start fails without loading them
+    load = functools.partial(scorers.load_scorers, models_dir, variant, device)
     wanted = list(dict.fromkeys(sample_ids or []))
     with _all_cores(), (staged_dir(out / "images") if wanted else contextlib.nullcontext()) as img_dir:
-        scores, acts = _score_log(accuracy_log, captions, image_size, clip, inception,
-                                  set(wanted), img_dir, batch_size)
+        scores, acts = _score_log(accuracy_log, captions, image_size, load, set(wanted), img_dir, batch_size)
         order = sorted(scores)
         clip_value = float(np.mean([scores[i] for i in order]))
         fid_value = frechet_distance(np.stack([acts[i] for i in order]), stats)
@@ -183,15 +185,20 @@ def evaluate(accuracy_log: str, out_dir: str, *, captions: list[str], variant: s
     return {"metrics": {"FID_SCORE": fid_value, "CLIP_SCORE": clip_value}, "passed": passed, "text": text}
 
 
-def _score_log(log, captions, image_size, clip, inception, wanted, img_dir, batch_size):
-    """Stream the log in batches; return ({qsl_idx: clip score}, {qsl_idx: pool3 activations})."""
+def _score_log(log, captions, image_size, load, wanted, img_dir, batch_size):
+    """Stream the log in batches; return ({qsl_idx: clip score}, {qsl_idx: pool3 activations}).
+    ``load()``: the (ClipScorer, FidInception) pair, called once, at the first batch."""
     from PIL import Image
 
     scores: dict[int, float] = {}
     acts: dict[int, np.ndarray] = {}
     batch: list[tuple[int, np.ndarray]] = []
+    models: list = []
 
     def flush():
+        if not models:
+            models.extend(load())
+        clip, inception = models
         idx = [i for i, _ in batch]
         imgs = np.stack([im for _, im in batch])
         for i, s, a in zip(idx, clip.scores(imgs, [captions[i] for i in idx]), inception.activations(imgs)):
@@ -253,11 +260,16 @@ def report_text(fid_value: float, clip_value: float, variant: str, n: int,
 
 @contextlib.contextmanager
 def _all_cores():
-    """Scoring runs after LoadGen finished, so give torch every core this process may use."""
+    """Scoring runs after LoadGen finished, so give torch every core this process may use; one thread where other
+    work shares the cores (MLPERF_SHARED_CPU): there a second OpenMP thread spin-waits for the core someone else
+    holds: the tiny scorers' CLIP cost 2.3x the CPU seconds of one thread here (its scores the same bits; the
+    Inception's features within float32 rounding, 2e-7)."""
     import torch
 
+    from code.common.backends.base import shared_cpu
+
     old = torch.get_num_threads()
-    torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
+    torch.set_num_threads(1 if shared_cpu() else max(1, len(os.sched_getaffinity(0))))
     try:
         yield
     finally:

@@ -92,7 +92,7 @@ class ClipScorer:
         import open_clip
         from open_clip.openai import load_openai_model
 
-        with warnings.catch_warnings():   # torch.jit.load deprecation, TorchScript dispatch notes
+        with warnings.catch_warnings(), _no_init():   # torch.jit.load deprecation, TorchScript dispatch notes
             warnings.simplefilter("ignore")
             self.model = load_openai_model(str(checkpoint), precision="fp32", device=device).eval()
         self.preprocess = open_clip.image_transform(self.model.visual.image_size, is_train=False,
@@ -136,7 +136,7 @@ class FidInception:
         state = torch.load(weights, map_location="cpu", weights_only=True)
         # pytorch-fid only knows how to fetch its weights by URL; hand it the local state dict
         # instead. Its own constructor still builds the FID-specific blocks and checks every key.
-        with _BUILD_LOCK, _swap_attr(pfi, "load_state_dict_from_url", lambda *a, **k: state):
+        with _no_init(), _swap_attr(pfi, "load_state_dict_from_url", lambda *a, **k: state):
             self.model = pfi.InceptionV3([pfi.InceptionV3.BLOCK_INDEX_BY_DIM[dims]])
         self.model = self.model.to(device).eval()
         self.device, self.dims = device, dims
@@ -156,6 +156,33 @@ class FidInception:
                     pred = torch.nn.functional.adaptive_avg_pool2d(pred, output_size=(1, 1))
                 out[s:s + len(x)] = pred.squeeze(3).squeeze(2).cpu().numpy()
         return out
+
+
+# torch.nn.init functions that module constructors call to fill their parameters with random values.
+_INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "xavier_uniform_",
+                   "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_")
+
+
+@contextlib.contextmanager
+def _no_init():
+    """Module constructors skip their random initialisation (as diffusers' and transformers' ``no_init_weights``):
+    for a model whose every parameter and persistent buffer a strict ``load_state_dict`` then overwrites, as both
+    scorers' builders do, the result is the same model, without the ~2 CPU-s the ViT-B-32's and the Inception's
+    random draws cost per load. The torch.nn.init functions are process-wide, so construction is serialised
+    under _BUILD_LOCK; no other thread may build modules meanwhile (the accuracy step runs after LoadGen)."""
+    import torch
+
+    # torch.nn.modules.activation imported its own names (MultiheadAttention's xavier_uniform_, constant_)
+    owners = (torch.nn.init, torch.nn.modules.activation)
+    with _BUILD_LOCK:
+        saved = [(m, n, getattr(m, n)) for m in owners for n in _INIT_FUNCTIONS if hasattr(m, n)]
+        for m, n, _ in saved:
+            setattr(m, n, lambda tensor, *a, **k: tensor)
+        try:
+            yield
+        finally:
+            for m, n, f in saved:
+                setattr(m, n, f)
 
 
 @contextlib.contextmanager
@@ -179,13 +206,19 @@ def fid_dims(variant: str) -> int:
     return TINY_FID_DIMS if variant == "tiny" else FID_DIMS
 
 
-def load_scorers(models_dir: Path, variant: str, device: str = "cpu") -> tuple[ClipScorer, FidInception]:
-    """Both scorers for ``variant``; MissingDataError (with the fixing command) if a file is absent."""
+def require_scorer_files(models_dir: Path, variant: str) -> ScorerFiles:
+    """The variant's scorer files; MissingDataError (with the fixing command) if a weights file is absent."""
     files = scorer_files(models_dir, variant)
     for p in (files.clip, files.inception):
         if not p.is_file():
             raise MissingDataError(f"SDXL accuracy scorer weights not found: {p}",
                                    _FIX_TINY if variant == "tiny" else _FIX_REAL)
+    return files
+
+
+def load_scorers(models_dir: Path, variant: str, device: str = "cpu") -> tuple[ClipScorer, FidInception]:
+    """Both scorers for ``variant``; MissingDataError (with the fixing command) if a file is absent."""
+    files = require_scorer_files(models_dir, variant)
     try:
         return ClipScorer(files.clip, device), FidInception(files.inception, device, fid_dims(variant))
     except HarnessError:
