@@ -65,9 +65,13 @@ def loadgen_log(tmp: Path, images: np.ndarray, mode: str = "acc") -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    models = tmp_path_factory.mktemp("models")
-    files = scorers.build_tiny_scorers(models, seed=0)
+def tiny(tiny_sdxl):
+    """The tiny variant's seeded scorers (seed 0) as the session's tiny SDXL build wrote them (download_model:
+    scorers.build_tiny_scorers), read only: building another set here cost 7 CPU-s."""
+    from code.common import paths
+
+    models = paths.models_dir("sdxl", "tiny")
+    files = scorers.scorer_files(models, "tiny")
     clip, inception = scorers.load_scorers(models, "tiny")
     return {"models": models, "files": files, "clip": clip, "inception": inception}
 

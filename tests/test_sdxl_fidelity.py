@@ -12,12 +12,13 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from code.common import paths
 from code.common.backends import get_backend
 from code.common.backends.base import EngineSpec
-from code.sdxl import dataset, export, model, pipeline
+from code.sdxl import dataset, model, pipeline
 from code.sdxl.constants import COMPONENTS, GUIDANCE_SCALE, NEGATIVE_PROMPT, NUM_STEPS
 from tests.conftest import run_main
 
@@ -57,11 +58,21 @@ def assert_faithful(ours: np.ndarray, ref: np.ndarray) -> None:
     assert worst <= 8
 
 
-def test_sdxl_fidelity_pipeline_vs_diffusers(tmp_path):
-    d = model.save_tiny(tmp_path / "pipeline", seed=0)
-    pipe = model.load_pipeline(d)
+@pytest.fixture(scope="module")
+def tiny(tiny_sdxl) -> dict:
+    """The session's tiny SDXL (seed 0): its models folder, with the ONNX exports the harness makes of its pipeline
+    (generate_engines writes them, as every run does; a build and export of another copy here cost 8 CPU-s), and the
+    diffusers pipeline loaded from the same folder."""
+    run_main("--action=generate_engines", "--benchmarks=sdxl", "--model_variant=tiny", "--scenarios=Offline",
+             env=tiny_sdxl, check=True)
+    models = paths.models_dir("sdxl", "tiny")
+    return {"models": models, "pipe": model.load_pipeline(models / "pipeline")}
+
+
+def test_sdxl_fidelity_pipeline_vs_diffusers(tiny):
+    d, pipe = tiny["models"] / "pipeline", tiny["pipe"]
     be = get_backend("onnxruntime")
-    engines = {c: be.load(str(export.export_onnx(c, pipe, tmp_path / f"{c}.onnx", log=lambda *_: None)),
+    engines = {c: be.load(str(tiny["models"] / "onnx" / f"{c}.onnx"),
                           EngineSpec(name=c, batch_size=8, intra_op_threads=2)) for c in COMPONENTS}
     captions = [r["caption"] for r in dataset.synthetic_captions(8, seed=3)]
     t1, t2 = model.load_tokenizers(d)
@@ -72,7 +83,7 @@ def test_sdxl_fidelity_pipeline_vs_diffusers(tmp_path):
                     diffusers_images(pipe, captions, latent))
 
 
-def test_sdxl_fidelity_harness_Offline_AccuracyOnly_vs_diffusers(tiny_sdxl, tmp_path):
+def test_sdxl_fidelity_harness_Offline_AccuracyOnly_vs_diffusers(tiny, tiny_sdxl, tmp_path):
     from code.sdxl import accuracy, scorers
 
     log_dir = tmp_path / "logs"
@@ -89,7 +100,7 @@ def test_sdxl_fidelity_harness_Offline_AccuracyOnly_vs_diffusers(tiny_sdxl, tmp_
     pre = paths.preprocessed_dir("sdxl", "tiny")
     captions = json.loads((pre / "captions.json").read_text())["captions"][:HARNESS_SAMPLES]
     models = paths.models_dir("sdxl", "tiny")
-    ref = diffusers_images(model.load_pipeline(models / "pipeline"), captions, np.load(pre / "latents.npy"))
+    ref = diffusers_images(tiny["pipe"], captions, np.load(pre / "latents.npy"))
     assert_faithful(ours, ref)
 
     # The scores of both sets, computed the same way, agree to 4 significant digits; the harness's
