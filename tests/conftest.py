@@ -187,6 +187,20 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda it: rank.get(_module(it), len(HEAVY)))       # stable: a module's tests keep their order
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch at one intra-op thread for a module (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``) that
+    runs torch models in the worker: with the cores shared (three workers on two), a second OpenMP thread spin-waits
+    for a core another worker holds (the SDXL scorers: 2.3x the CPU-s of one thread), as the harness's SDXL accuracy
+    step does under MLPERF_SHARED_CPU."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def harness_env(tmp_path_factory) -> dict:
     """Private MLPERF_BUILD_DIR/MLPERF_SCRATCH_PATH for the whole session, exported to os.environ too.
