@@ -35,13 +35,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]     # bench_harness beside it, also when forked as scripts.gpu_check
 
 # NVIDIA's published 8x H200 results divided by 8 (issue 29): the single-GPU anchors beside our figures.
 ANCHORS = {"resnet50_offline": (95000.0, "samples/s", "NVIDIA 8xH200 / 8 (TensorRT int8)"),
@@ -69,16 +70,22 @@ STEPS = (Step("env", "make doctor / make info", 45, 120),
 # ================================================================================ the parent: runs the steps
 
 def gpu_facts() -> dict:
-    """What torch sees (in a child: a broken CUDA install must not take the parent down)."""
-    code = ("import json, torch; c = torch.cuda.is_available(); n = torch.cuda.device_count() if c else 0\n"
-            "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'gpus': n, 'devices': "
-            "[{'name': torch.cuda.get_device_name(i), 'memory_gib': round(torch.cuda.get_device_properties(i)."
-            "total_memory / 2**30, 1)} for i in range(n)]}))")
+    """What torch sees (in a child, ``--_gpu_facts``: a broken CUDA install must not take the parent down)."""
     try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        r = python("scripts.gpu_check", ["--_gpu_facts"], timeout=120)
         return json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {"gpus": 0, "error": r.stderr[-300:]}
     except (subprocess.TimeoutExpired, IndexError, ValueError) as e:
         return {"gpus": 0, "error": str(e)}
+
+
+def print_gpu_facts() -> int:
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda, "gpus": n, "devices": [
+        {"name": torch.cuda.get_device_name(i), "memory_gib": round(torch.cuda.get_device_properties(i).total_memory
+                                                                    / 2**30, 1)} for i in range(n)]}))
+    return 0
 
 
 def run_step(step: Step, limit: float, mode: str, work: Path) -> dict:
@@ -87,9 +94,11 @@ def run_step(step: Step, limit: float, mode: str, work: Path) -> dict:
     res_file.unlink(missing_ok=True)
     t0 = time.time()
     with open(log_file, "w") as log:
-        p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--_step", step.name, "--_mode", mode,
-                              "--work", str(work)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        args = ["--_step", step.name, "--_mode", mode, "--work", str(work)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        p = forked("scripts.gpu_check", args, env, log, log) or \
+            subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *args], cwd=REPO, stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True, env=env)
         stopped = False
         try:
             p.wait(timeout=limit)
@@ -165,8 +174,11 @@ def main(argv=None) -> int:
                     "tiny resnet50, sdxl and llama3_1_8b are built already (the test suite's); used read-only")
     ap.add_argument("--step_limit_s", type=float, default=0, help="cap every step's own time limit (0: theirs)")
     ap.add_argument("--_step", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--_gpu_facts", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--_mode", default="full", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a._gpu_facts:
+        return print_gpu_facts()
     if a._step:
         return child(a._step, a._mode, Path(a.work))
     names = [s.strip() for s in a.steps.split(",") if s.strip()]
@@ -252,10 +264,42 @@ class Result:
         self.note(why)
 
 
+def forked(module: str, args: list[str], env: dict, out, err):
+    """``python -m module args`` forked by the zygote ``MLPERF_ZYGOTE`` names (code/common/harness/zygote.py: torch,
+    transformers and diffusers imported once; the test suite's, which runs the dry-run), its stdout and stderr into
+    the files ``out`` and ``err``; a ``zygote.Child``, or None where no zygote serves it (a user's make gpu_check
+    never sets the variable): then the caller starts a fresh interpreter, as always."""
+    if not env.get("MLPERF_ZYGOTE"):
+        return None
+    from code.common.harness import zygote
+
+    with open(os.devnull) as stdin:
+        return zygote.start(module, args, REPO, env, fds=(stdin.fileno(), out.fileno(), err.fileno()), keep_zygote=True)
+
+
+def python(module: str, args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """``python -m module args`` in the repository, its output captured (forked by a zygote where one serves)."""
+    cmd, env = [sys.executable, "-m", module, *args], dict(os.environ)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = forked(module, args, env, out, err)
+        if child is not None:
+            try:
+                rc = child.wait(timeout)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+                raise subprocess.TimeoutExpired(cmd, timeout) from None
+            out.seek(0), err.seek(0)
+            r = subprocess.CompletedProcess(cmd, rc, out.read().decode(errors="replace"),
+                                            err.read().decode(errors="replace"))
+        else:
+            r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+    return r
+
+
 def cli(*args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
     """``python -m code.main`` as a user runs it; a failure raises with the command's one-line error."""
-    r = subprocess.run([sys.executable, "-m", "code.main", *args], cwd=REPO, capture_output=True, text=True,
-                       timeout=timeout, env=dict(os.environ))
+    r = python("code.main", list(args), timeout)
     print(f"$ code.main {' '.join(args)}  -> {r.returncode}\n{r.stdout[-4000:]}{r.stderr[-4000:]}", flush=True)
     if check and r.returncode != 0:
         err = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")] or r.stderr.strip().splitlines()[-1:]
@@ -359,7 +403,7 @@ def step_resnet50(r: Result, full: bool, work: Path) -> None:
         variant, prec, secs = [], "--precision=fp16", 3.0
     else:
         tiny_actions("resnet50")
-        variant, prec, secs = ["--model_variant=tiny"], "--precision=fp32", 1.0
+        variant, prec, secs = ["--model_variant=tiny"], "--precision=fp32", 0.5
     common = ["--benchmarks=resnet50", "--backend=pytorch", prec, "--force", *variant]
     if missing("onnx2torch"):
         r.note("the pytorch backend converts ResNet50's ONNX with onnx2torch, which is not installed "
@@ -655,7 +699,7 @@ def step_models(r: Result, full: bool, work: Path) -> None:
 
     root = private_root(work, "models", 10 if full else 0) / "models"
     backend = get_backend("pytorch")
-    secs, prec = (3.0, "fp16") if full else (0.5, "fp32")
+    secs, prec = (3.0, "fp16") if full else (0.25, "fp32")
     rng = np.random.default_rng(0)
     for name, make, batch in _model_builders(full):
         t0 = time.time()
@@ -798,9 +842,17 @@ STEP_FUNCS = {"env": step_env, "resnet50": step_resnet50, "sdxl": step_sdxl, "ll
 def child(name: str, mode: str, work: Path) -> int:
     def stop(signum, frame):            # at the step's limit: unwind, so that servers are stopped and files removed
         raise SystemExit(f"stopped by signal {signum}")
+    if os.getpgid(0) != os.getpid():    # forked by a zygote (run_step): its own process group, as a fresh one has
+        os.setsid()
     signal.signal(signal.SIGTERM, stop)
     r = Result(work / f"{name}.json")
     r.save()
+    from code.common.backends.base import shared_cpu
+
+    if mode != "full" and shared_cpu():     # others share these cores (the test suite): the in-process loops get
+        import torch                        # one intra-op thread, as the harness's engines do there (a second one
+
+        torch.set_num_threads(1)            # spin-waits for a core someone else holds: 20x the CPU for a tiny SDXL)
     try:
         try:
             STEP_FUNCS[name](r, mode == "full", work)

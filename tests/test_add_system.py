@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, metadata_under, run_main
+from tests.conftest import REPO, metadata_under, offline_samples, run_main
 
 GPU = {"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "pci_id": "0x2BB510DE", "memory_mb": 97887}
 NEW = "RTX-PRO-6000-Blackwell-Server-Edition-96GB"
@@ -60,8 +60,7 @@ def test_add_system_registers_unknown_gpu(data_env, tiny_resnet, tmp_path):
 
     logs = tmp_path / "logs"
     run = run_main("--action=run_harness", "--benchmarks=resnet50", "--model_variant=tiny", "--scenarios=Offline",
-                   "--backend=onnxruntime", "--precision=fp32", "--min_duration=500", "--min_query_count=1",
-                   f"--log_dir={logs}", env=env)
+                   "--backend=onnxruntime", "--precision=fp32", *offline_samples(64), f"--log_dir={logs}", env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     m = metadata_under(logs)[0]
     assert m["status"] == "ok" and m["system_id"] == f"{NEW}x1"

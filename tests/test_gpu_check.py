@@ -72,14 +72,14 @@ def test_dry_run_figures(dry_run):
 
 
 def test_a_step_is_stopped_at_its_limit_and_keeps_its_figures(tmp_path, tiny_llama31):
-    """The llm step capped at 10 s (its first harness run takes longer): stopped, with what it measured by then,
+    """The llm step capped at 5 s (its first harness run takes longer): stopped, with what it measured by then,
     and its table line says so; the parent returns 1."""
-    r = gpu_check("--out", str(tmp_path), "--steps", "llm", "--step_limit_s", "10",
+    r = gpu_check("--out", str(tmp_path), "--steps", "llm", "--step_limit_s", "5",
                   "--tiny_scratch", tiny_llama31["MLPERF_SCRATCH_PATH"], "--work", str(tmp_path / "work"))
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     [llm] = report["steps"]
     assert r.returncode == 1 and llm["status"] == "stopped", r.stdout + r.stderr
-    assert llm["seconds"] < 10 + 20 and any("stopped at its limit (10 s)" in n for n in llm["notes"])
+    assert llm["seconds"] < 5 + 20 and any("stopped at its limit (5 s)" in n for n in llm["notes"])
     assert "| llm | stopped (" in (tmp_path / "gpu_check.md").read_text()
 
 
