@@ -99,19 +99,9 @@ def _torch():
 def small_job_threads():
     """torch on one thread for the tiny builds (seconds of small ops): an OpenMP team of 2 on a shared
     2-core machine made the tiny set's forward 20x slower (5.8 s vs 0.25 s)."""
-    import contextlib
+    from code.common.backends.pytorch import one_thread
 
-    @contextlib.contextmanager
-    def cm():
-        torch = _torch()
-        n = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(n)
-
-    return cm()
+    return one_thread()
 
 
 def bag_offsets(batch: int, hot: int, device=None):

@@ -206,7 +206,8 @@ class Qwen3VLBenchmark(LLMBenchmark):
     def _plain_generate(self, prompts, stops=None):
         """Plain ``model.generate`` at batch 1 on each tiny sample, from the messages through the processor."""
         from code.common import progress
-        from code.common.llm import tiny, vision
+        from code.common.backends.pytorch import one_thread
+        from code.common.llm import vision
 
         import torch
 
@@ -215,7 +216,7 @@ class Qwen3VLBenchmark(LLMBenchmark):
         rows = dataset.read(paths.data_dir(self.spec.name, "tiny"), self.fix("download_data"))
         cfg = self.model_config()
         outs = []
-        with progress.bar(len(rows), "plain model.generate (tiny reference)", "sample") as bar, tiny.one_thread():
+        with progress.bar(len(rows), "plain model.generate (tiny reference)", "sample") as bar, one_thread():
             for r in rows:
                 ids, pix = inputs.encode(dataset.messages(r))
                 outs += vision.generate(model, [np.asarray(ids)], [pix], max_new_tokens=TINY.max_new_tokens,

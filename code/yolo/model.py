@@ -25,10 +25,10 @@ varied boxes and scores (default init alone gives near-constant outputs).
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from pathlib import Path
 
+from code.common.backends.pytorch import one_thread  # noqa: F401 - model.one_thread(): small ops on one thread
 from code.common.errors import MissingDataError
 from code.common.fileio import staged_path, write_json
 
@@ -365,21 +365,6 @@ def export_onnx(net, dest: Path, size: int) -> Path:
         torch.onnx.export(net, (torch.zeros(1, 3, size, size),), str(tmp), input_names=[INPUT], output_names=[OUTPUT],
                           dynamic_axes={INPUT: {0: "batch"}, OUTPUT: {0: "batch"}}, opset_version=17, dynamo=False)
     return dest
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Torch on one thread inside: small ops (the tiny detector's convolutions, the host NMS) with OpenMP threads
-    on a busy 2-core machine wait for descheduled peers (a tiny batch of 4: 3.4 s against 0.11 s here; one image's
-    post-processing: 51 ms against 6 ms). Switching costs ~2 us."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
 
 
 def build_tiny(model_dir: Path, log=print) -> Path:

@@ -243,13 +243,14 @@ class LLMBenchmark(Benchmark):
         if not self.tiny:
             self.download_real_model()
             return
+        from code.common.backends.pytorch import one_thread
         from code.common.llm import tiny
 
         tok = tiny.load_tokenizer(self.tiny_tokenizer_dir())
         g = tiny.TextGen(tiny.SEED + 7)
         prompts = [np.asarray(tok(g.paragraph(2 + i % 6))["input_ids"]) for i in range(16)]
         gen = self.generation()
-        with tiny.one_thread():
+        with one_thread():      # the tiny model's many small matmuls (code.common.backends.pytorch.one_thread)
             rec = tiny.build_model(self.tiny_kind, self.checkpoint, self.tiny_tokenizer_dir(), context=self.tiny_context,
                                    max_new_tokens=gen.max_new_tokens, min_new_tokens=gen.min_new_tokens,
                                    calibration_prompts=prompts, **self.tiny_build_options)
@@ -372,6 +373,7 @@ class LLMBenchmark(Benchmark):
         """Plain ``model.generate`` per prompt (batch 1, greedy), then what the reference does to its output:
         cut after the sample's stop sequence, the trailing EOS dropped where the benchmark reports it so."""
         from code.common import progress
+        from code.common.backends.pytorch import one_thread
         from code.common.llm import tiny
         from code.common.llm.generation import cut_at_stop, strip_trailing
         from code.common.llm.hf import greedy_generate
@@ -380,7 +382,7 @@ class LLMBenchmark(Benchmark):
         gen, cfg = self.generation(), self.model_config()
         eos = self.eos_token_id()
         outs = []
-        with progress.bar(len(prompts), "plain model.generate (tiny reference)", "sample") as bar, tiny.one_thread():
+        with progress.bar(len(prompts), "plain model.generate (tiny reference)", "sample") as bar, one_thread():
             for i, p in enumerate(prompts):
                 out = greedy_generate(model, np.asarray(p), max_new_tokens=gen.max_new_tokens,
                                       min_new_tokens=gen.min_new_tokens, eos_token_id=cfg.get("eos_token_id"),

@@ -13,7 +13,6 @@ the batching scheduler are exercised.
 """
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Sequence
 
@@ -233,23 +232,6 @@ def build_model(kind: str, out_dir: Path, tokenizer_dir: Path, *, context: int, 
             shutil.copy2(f, tmp / f.name)
         write_json(tmp / "tiny_build.json", record)
     return record
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Torch on one intra-op thread while the block runs (the tiny builds: the EOS search, plain ``model.generate``).
-    A tiny model's step is many matmuls of a few thousand flops: OpenMP threads cost more than they give, and on a
-    busy 2-core machine each waits for a descheduled peer (GPT-OSS's eager attention: 8 ms a matmul against 0.1 ms
-    on one thread; the tiny Llama's EOS search: 1.9 CPU-s a scale on two threads, 0.2 on one). The runs of the tiny
-    variants use one thread too (cpu_threads 1 in their config blocks)."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
 
 
 def quiet() -> None:
