@@ -23,7 +23,8 @@ def _audit_dir(env, test):
 
 
 def _audit(env, test):
-    return run_audit(env, test, "dlrm_v2", BASE, SHORT)
+    # one try: assert_test01_passed accepts a failed timed comparison alone; a retry changed only that warning
+    return run_audit(env, test, "dlrm_v2", BASE, SHORT, attempts=1)
 
 
 def test_compliance_dlrm_round_table_audits():

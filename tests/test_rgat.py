@@ -102,7 +102,7 @@ def test_rgat_offline_accuracy_official_metric(runs, env, tmp_path):
 
 
 def test_rgat_offline_test01_pass(env):
-    r, d, rec = run_audit(env, "TEST01", "rgat", BASE, OFFLINE)
+    r, d, rec = run_audit(env, "TEST01", "rgat", BASE, OFFLINE, attempts=1)    # one try, as the compliance modules
     assert_test01_passed(r, d, rec, 4096)
 
 

@@ -22,7 +22,8 @@ def _audit_dir(env, test):
 
 
 def _audit(env, test):
-    return run_audit(env, test, "unet3d", BASE, SHORT)
+    # one try: assert_test01_passed accepts a failed timed comparison alone; a retry changed only that warning
+    return run_audit(env, test, "unet3d", BASE, SHORT, attempts=1)
 
 
 def test_compliance_unet3d_round_table_audits():
