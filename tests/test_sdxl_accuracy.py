@@ -21,7 +21,7 @@ import pytest
 from code.common.errors import HarnessError, MissingDataError, RunError
 from code.sdxl import accuracy, scorers
 
-pytestmark = pytest.mark.timeout(170)
+pytestmark = [pytest.mark.timeout(170), pytest.mark.usefixtures("one_torch_thread")]
 
 SIZE = 64                  # synthetic image side; the scorers resize to 224 / 299 anyway
 N = 12                     # unique samples in the evaluated log

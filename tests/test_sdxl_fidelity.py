@@ -23,16 +23,15 @@ from code.sdxl.constants import COMPONENTS, GUIDANCE_SCALE, NEGATIVE_PROMPT, NUM
 from tests.conftest import run_main
 
 HARNESS_SAMPLES = 16
+# diffusers and the scorers on one torch thread (the images do not depend on it; the harness's accuracy step scores
+# on one thread under MLPERF_SHARED_CPU too)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def diffusers_images(pipe, captions: list[str], latent: np.ndarray, batch: int = 8) -> np.ndarray:
     """The MLCommons reference's call and post-processing, with text prompts (diffusers tokenizes)."""
     out = []
     torch.manual_seed(0)
-    # One torch thread: on a shared 2-core machine torch's OpenMP pool stalls whenever a core is busy
-    # elsewhere (FACTS.md); the images do not depend on the thread count.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     with torch.inference_mode():
         for s in range(0, len(captions), batch):
             caps = captions[s:s + batch]
@@ -40,7 +39,6 @@ def diffusers_images(pipe, captions: list[str], latent: np.ndarray, batch: int =
                         num_inference_steps=NUM_STEPS, latents=torch.from_numpy(latent).repeat(len(caps), 1, 1, 1),
                         height=128, width=128, output_type="pt").images
             out += [(t.permute(1, 2, 0).float().numpy() * 255).round().astype(np.uint8) for t in imgs]
-    torch.set_num_threads(threads)
     return np.stack(out)
 
 
