@@ -64,10 +64,13 @@ AUDIT = {"mixtral-8x7b": "TEST06", "llama3.1-8b": "TEST06"}     # the LLMs' audi
 TINY_LLM_ACCURACY = r"(mixtral-8x7b|llama3\.1-8b).*(accuracy|Accuracy)"
 # per scenario: the fewest queries whose early-stopping estimate LoadGen accepts (SingleStream p90 needs
 # ~64, MultiStream p99 662, Server p99 ~460 at a rate well inside the 100 ms bound); Offline sized by sample count
-SHORT = {"SingleStream": ("--min_duration=1000", "--min_query_count=100"),
+SHORT = {"SingleStream": ("--min_duration=1000", "--min_query_count=64"),
          "MultiStream": ("--min_duration=1000", "--min_query_count=662"),
          "Server": ("--min_duration=1000", "--min_query_count=460"),  # p99 early stopping; + SERVER_QPS
          "Offline": offline_samples(64)}
+# 3D-UNet's volumes cost ~50 CPU-ms each: its Offline query holds the fewest samples the round allows it (43, the
+# checker's minimum; 48 after equal-issue mode pads to whole permutations of the 6 tiny cases), not 64 (padded to 66)
+SHORT_OF = {"3d-unet": {"Offline": offline_samples(43)}}
 # what a tiny CPU run cannot avoid, as our pre-flight and the official checker word it
 UNAVOIDABLE = (r"min_duration", r"min_query_count", r"samples?_per_query", r"accuracy run covered \d+ samples",
                r"model_variant=tiny", r"performance_sample_count", r"Test duration", r"TO FILL",
@@ -109,7 +112,13 @@ def bounded_runs(common: tuple, short: tuple, env: dict, audit: str, qps: float 
 
 def _latest_audit_valid(env: dict, audit: str) -> bool:
     """Whether the audit run just made was VALID: a TEST01 run can pass its verification and still be INVALID
-    (tiny DLRM-v2 Server, short of early stopping beside the other worker), which the checker then reports."""
+    (tiny DLRM-v2 Server, short of early stopping beside the other worker), which the checker then reports.
+    An audit judged on its own log alone (SELF_CONTAINED: TEST06) is not asked: its audit.config's 100 queries
+    never meet a p99's early stopping, so its Server run is INVALID every time (it was run three times for nothing)."""
+    from code.common.compliance.audit import SELF_CONTAINED
+
+    if audit in SELF_CONTAINED:
+        return True
     metas = sorted((Path(env["MLPERF_BUILD_DIR"]) / "compliance_logs" / audit).rglob("metadata.json"),
                    key=lambda p: p.stat().st_mtime)
     return not metas or bool(json.loads(metas[-1].read_text()).get("valid"))
@@ -133,7 +142,8 @@ def tree(request, tmp_path_factory) -> dict:
             qps = server_qps(bench, base / "build") if scen == "Server" else None
             run_main("--action=run_harness", *common, *([f"--server_target_qps={qps}"] if qps else []),
                      "--test_mode=AccuracyOnly", env=env, check=True)
-            stdout[bench, scen], r = bounded_runs(common, SHORT[scen], env, AUDIT.get(bench, "TEST01"), qps)
+            stdout[bench, scen], r = bounded_runs(common, SHORT_OF.get(bench, {}).get(scen, SHORT[scen]), env,
+                                                  AUDIT.get(bench, "TEST01"), qps)
             assert r.returncode in (0, 4), r.stdout + r.stderr   # 4: a timed comparison on a shared CPU
             if r.returncode == 4:
                 timed_out.append((bench, scen))
