@@ -23,7 +23,7 @@ SHOT_DIR = REPO / "build" / "report-test"
 def runs(tiny_resnet, tiny_sdxl, tiny_llama, tmp_path_factory) -> Path:
     logs = tmp_path_factory.mktemp("report_logs")
     tiny = ("--model_variant=tiny", f"--log_dir={logs}")
-    run_main("--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", *offline_samples(512), *tiny,
+    run_main("--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", *offline_samples(128), *tiny,
              env=tiny_resnet, check=True)
     run_main("--action=run_harness", "--benchmarks=resnet50", "--scenarios=Server", "--min_duration=2000",
              "--min_query_count=64", *tiny, env=tiny_resnet, check=True)
@@ -31,7 +31,7 @@ def runs(tiny_resnet, tiny_sdxl, tiny_llama, tmp_path_factory) -> Path:
              *tiny, env=tiny_resnet, check=True)
     run_main("--action=run_harness", "--benchmarks=sdxl", "--scenarios=Offline", "--test_mode=AccuracyOnly",
              "--sdxl_sample_count=10", "--fast", *tiny, env=tiny_sdxl, check=True)
-    run_main("--action=run_harness", "--benchmarks=llama2_70b", "--scenarios=Offline", *offline_samples(48), *tiny,
+    run_main("--action=run_harness", "--benchmarks=llama2_70b", "--scenarios=Offline", *offline_samples(16), *tiny,
              env=tiny_llama, check=True)
     return logs
 
