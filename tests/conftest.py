@@ -193,12 +193,10 @@ def one_torch_thread():
     runs torch models in the worker: with the cores shared (three workers on two), a second OpenMP thread spin-waits
     for a core another worker holds (the SDXL scorers: 2.3x the CPU-s of one thread), as the harness's SDXL accuracy
     step does under MLPERF_SHARED_CPU."""
-    import torch
+    from code.common.backends.pytorch import one_thread
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with one_thread():
+        yield
 
 
 @pytest.fixture(scope="session")

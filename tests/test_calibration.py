@@ -273,10 +273,11 @@ class _Done:
 
 
 def test_config_blocks_quantized_up_to_tensorrt(tiny_resnet, tiny_sdxl, resnet_int8, sdxl_int8, tmp_path, monkeypatch,
-                                                capsys):
+                                                capsys, one_torch_thread):
     """On each block's fake GPU system: generate_engines first asks for make calibrate (exit 3); after
     it, the only thing missing is TensorRT. The int8 models the module's fixtures calibrated (the calibrate action
-    is tested there) are copied in rather than calibrated again; fp8 is calibrated here."""
+    is tested there) are copied in rather than calibrated again; fp8 is calibrated here (in this process: torch at
+    one thread, one_torch_thread)."""
     from code.common.backends import backend_class
     from code.main import main
 
