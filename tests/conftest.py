@@ -629,17 +629,25 @@ def route(url: str) -> str:
     return "/" + url.split("://", 1)[1].split("?")[0]
 
 
+def _staged(name: str) -> bool:
+    """A file or folder still being written (code.common.fileio stages them as *.partial / *.download)."""
+    return ".partial" in name or name.endswith(".download")
+
+
 def no_partials(root: Path) -> None:
-    """Nothing half-written under ``root`` (staged downloads and files are *.partial / *.download)."""
-    assert not [p for p in root.rglob("*") if ".partial" in p.name or p.name.endswith(".download")]
+    """Nothing half-written under ``root``."""
+    assert not [p for p in root.rglob("*") if _staged(p.name)]
 
 
 def private_scratch(tiny_env: dict, tmp_path: Path, subs: tuple[str, ...]) -> tuple[dict, Path]:
-    """A private copy of ``subs`` of a tiny fixture's scratch folder, and the env that points at it."""
+    """A private copy of ``subs`` of a tiny fixture's scratch folder, and the env that points at it. The scratch
+    is shared by the run's workers: what another worker is building there as it is copied (its staged *.partial
+    files and folders) is left out, so the copy holds finished files only (no_partials on it saw a tiny SDXL
+    scorer another worker was writing: test_calibration in the one-core suite, 2026-12-07)."""
     src = Path(tiny_env["MLPERF_SCRATCH_PATH"])
     dst = tmp_path / "scratch"
     for sub in subs:
-        shutil.copytree(src / sub, dst / sub)
+        shutil.copytree(src / sub, dst / sub, ignore=lambda _, names: [n for n in names if _staged(n)])
     return {**tiny_env, "MLPERF_SCRATCH_PATH": str(dst), "MLPERF_BUILD_DIR": str(tmp_path / "build")}, dst
 
 
