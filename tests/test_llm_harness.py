@@ -349,13 +349,22 @@ def test_llama_server_overload_is_bounded_and_invalid(tiny_llama, tmp_path):
 
 def test_llama_fast_sizes_itself_by_a_warm_up(tiny_llama, tmp_path):
     # 3 s: the Offline query is 1.1x the warm-up's rate times min_duration, and a run faster than its warm-up (on a
-    # busy core, 286 samples/s after a 260/s warm-up) ended a 1 s query early, INVALID
-    run_main("--action=run_harness", *LLAMA, "--scenarios=Offline", "--fast", "--min_duration=3000",
-             f"--log_dir={tmp_path}", env=tiny_llama, check=True)
-    m = one(tmp_path)
-    f = m["fast_sizing"]
-    assert f["setting"] == "offline_expected_qps" and f["measured"]["samples_per_s"] > 0
-    assert f["set"] == pytest.approx(1.1 * f["measured"]["samples_per_s"])
+    # busy core, 286 samples/s after a 260/s warm-up) ended a 1 s query early, INVALID. The warm-up and the run
+    # share the machine with the other test workers: when the load drops between them the query outruns the
+    # estimate (with three busy loops beside the suite: 122 samples/s measured, 190.8 run, 2.11 s of 3), so a run
+    # INVALID for that alone (min duration, faster than the rate it was sized for) is made once more
+    for n in range(2):
+        run_main("--action=run_harness", *LLAMA, "--scenarios=Offline", "--fast", "--min_duration=3000",
+                 f"--log_dir={tmp_path / f'try{n}'}", env=tiny_llama, check=True)
+        m = one(tmp_path / f"try{n}")
+        f = m["fast_sizing"]
+        assert f["setting"] == "offline_expected_qps" and f["measured"]["samples_per_s"] > 0
+        assert f["set"] == pytest.approx(1.1 * f["measured"]["samples_per_s"])
+        if m["valid"]:
+            break
+        ran = m["results"]["result_samples_per_second"]
+        assert len(m["invalid_reasons"]) == 1 and m["invalid_reasons"][0].startswith("min duration not met") \
+            and ran > f["set"], (ran, m["invalid_reasons"])
     assert m["valid"], m["invalid_reasons"]
 
 
