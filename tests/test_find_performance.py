@@ -6,7 +6,9 @@ from __future__ import annotations
 import heapq
 import json
 import random
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -97,7 +99,13 @@ def test_find_performance_singlestream_latency_from_the_measured_mean(tiny_resne
     s = _plan("SingleStream")
     f = Finder(s, _control(5.0, find_probe_seconds=1.0), tmp_path, {}, log=lambda _: None)
     ns = f.find()["single_stream_expected_latency_ns"]
-    assert 5e6 <= ns <= 5e6 * 1.8, ns        # the 5 ms sleep plus the harness and LoadGen around it
+    # The mean LoadGen itself printed for the probe (not a band around 5 ms: with three workers on one core the
+    # 5 ms sleep's wake-ups waited for the CPU and the mean was 11.0 ms, min 5.1, p90 16.1).
+    [probe] = f.probes
+    summary = (Path(probe.log_dir) / "mlperf_log_summary.txt").read_text()
+    mean = int(re.search(r"^Mean latency \(ns\)\s*:\s*(\d+)", summary, re.M).group(1))
+    minimum = int(re.search(r"^Min latency \(ns\)\s*:\s*(\d+)", summary, re.M).group(1))
+    assert mean <= ns <= mean + 1 and 5e6 <= minimum <= ns, (ns, summary)   # the mean (rounded up), not the p90
 
 
 def test_probe_verdicts():
