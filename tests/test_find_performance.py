@@ -103,7 +103,8 @@ def test_find_performance_singlestream_latency_from_the_measured_mean(tiny_resne
     # 5 ms sleep's wake-ups waited for the CPU and the mean was 11.0 ms, min 5.1, p90 16.1).
     [probe] = f.probes
     summary = (Path(probe.log_dir) / "mlperf_log_summary.txt").read_text()
-    mean, minimum = (int(re.search(rf"^{k} latency \(ns\)\s*:\s*(\d+)", summary, re.M).group(1)) for k in ("Mean", "Min"))
+    mean, minimum = (int(re.search(rf"^{k} latency \(ns\)\s*:\s*(\d+)", summary, re.M).group(1))
+                     for k in ("Mean", "Min"))
     assert mean <= ns <= mean + 1 and 5e6 <= minimum <= ns, (ns, summary)   # the mean (rounded up), not the p90
 
 
