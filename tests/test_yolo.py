@@ -107,7 +107,13 @@ def test_yolo_offline_accuracy_official_metric(runs, env):
 
 def test_yolo_harness_equals_plain_torch(runs, env):
     """The harness's ONNX Runtime detections against a plain fp32 torch run of the same weights on the stored
-    inputs: the same mAP within 0.1 point and >= 99% of torch's boxes found at IoU >= 0.99 (zero-area: the same)."""
+    inputs: >= 99% of torch's boxes found at IoU >= 0.99 (zero-area: the same), and the same mAP within 1 point.
+
+    Not closer: the tiny detector's random weights saturate its class sigmoids, and where two classes of one anchor
+    both round to 1.0 the best class (first of ties) follows fp32 noise. On an AMD EPYC host (2026-12-07) anchor 79
+    of image 12 scored 1.0 / 0.9999999 in torch and 0.9999999 / 0.9999999 in ONNX Runtime (max |diff| of the raw
+    output 0.0047 px): the kept boxes differ by one of 1598 (99.94% matched) and, as the tiny ground truth holds
+    that image's single box, the mAP by 0.47 point (93.75 against 94.22; the same in all three accuracy runs)."""
     import torch
 
     from code.yolo import model
@@ -141,8 +147,8 @@ def test_yolo_harness_equals_plain_torch(runs, env):
                                         or np.abs(same[:, 1:5] - row[1:5]).max(1).min() < 1e-4)
     print(f"[fidelity] yolo: mAP harness {m['accuracy']['metrics']['mAP']:.4f}, plain torch {ref_map:.4f}; "
           f"{hit / total:.4%} of {total} torch boxes matched at IoU >= 0.99")
-    assert abs(m["accuracy"]["metrics"]["mAP"] - ref_map) < 0.1
     assert hit / total >= 0.99 and total > 1000
+    assert abs(m["accuracy"]["metrics"]["mAP"] - ref_map) < 1.0
     assert len({int(c) for r in ref_rows.values() for c in r[:, 6]}) > 20, "classes collapsed"
 
 
