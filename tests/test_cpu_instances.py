@@ -13,13 +13,30 @@ import pytest
 from tests.conftest import REPO, offline_samples
 
 
-def _bench(*extra: str):
+def _bench(*extra: str, benchmark: str = "resnet50"):
     from code.common.benchmarks import implementation
     from code.main import plan
 
-    _, [s] = plan(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=Offline", "--model_variant=tiny",
+    _, [s] = plan(["--action=run_harness", f"--benchmarks={benchmark}", "--scenarios=Offline", "--model_variant=tiny",
                    *extra])
     return implementation(s.spec)(s)
+
+
+def test_llm_cpu_worker_threads(monkeypatch, tmp_path):
+    """An LLM's CPU generation worker runs torch on one thread where MLPERF_SHARED_CPU=1 says other work shares the
+    cores (a decode step's small ops in a team of two wait for a descheduled peer), unless cpu_threads says otherwise;
+    elsewhere the cores shared out over the workers, as ONNX Runtime's pools, which the variable does not change."""
+    def threads(*extra: str) -> list[int]:
+        b = _bench(*extra, benchmark="llama3_1_8b")
+        b.model_config = lambda: {"eos_token_id": 2}        # the checkpoint's config.json: not read for this
+        return [w.threads for w in b.worker_specs(str(tmp_path))]
+
+    per_worker = max(1, len(os.sched_getaffinity(0)) // 2)
+    monkeypatch.setenv("MLPERF_SHARED_CPU", "1")
+    assert threads() == [1] and threads("--cpu_threads=3") == [3]
+    assert _bench("--gpu_inference_streams=2").intra_op_threads() == per_worker
+    monkeypatch.setenv("MLPERF_SHARED_CPU", "0")
+    assert threads("--gpu_inference_streams=2") == [per_worker] * 2
 
 
 def test_pinned_workers_get_disjoint_core_slices():

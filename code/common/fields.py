@@ -308,7 +308,8 @@ CORE_FIELDS: tuple[Field, ...] = (
           "0: leave it).", unit="MHz", minimum=0, actions=RUN + TUNE),
     Field("memory_clock_lock", parse_int, 0, "Lock the GPU memory clock through NVML for the run, reset after it "
           "(needs root; 0: leave it).", unit="MHz", minimum=0, actions=RUN + TUNE),
-    Field("cpu_threads", parse_int, 0, "ORT intra-op threads per worker (0: all cores / workers).", minimum=0),
+    Field("cpu_threads", parse_int, 0, "ONNX Runtime and torch intra-op threads per worker (0: all cores / workers; an LLM's "
+          "CPU worker: 1 where MLPERF_SHARED_CPU=1 says other work shares the cores).", minimum=0),
     Field("cpu_pin_cores", parse_bool, False, "CPU systems: give each worker (gpu_inference_streams of them) its own "
           "slice of the cores and pin its thread and its ONNX Runtime pool there (N instances, no oversubscription).",
           flag_value=True),

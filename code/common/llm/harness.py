@@ -550,7 +550,6 @@ class LLMBenchmark(Benchmark):
                                f"use --expert_parallel_size={s.tensor_parallel_size} or a divisor of it")
         devs = self.workers()
         slices = self.cpu_slices() or [()] * len(devs)
-        cores = max(1, len(os.sched_getaffinity(0)))
         out = []
         for i, (d, sl) in enumerate(zip(devs, slices)):
             out.append(WorkerSpec(
@@ -562,11 +561,23 @@ class LLMBenchmark(Benchmark):
                 expert_parallel_size=ep, distributed_backend=dist,
                 kv_cache_memory_fraction=s.kv_cache_memory_fraction, eos_token_id=eos, extra_eos=extra,
                 pad_token_id=pad, max_context=self.max_context(),
-                num_beams=gen.num_beams, sampling=sampling, threads=s.cpu_threads or max(1, cores // len(devs)),
+                num_beams=gen.num_beams, sampling=sampling, threads=self.intra_op_threads(),
                 cpu_cores=tuple(sl or ()), name=f"gen-worker-{i}"))
         if backend is not None:
             backend.place(out)
         return out
+
+    def intra_op_threads(self) -> int:
+        """torch's CPU threads per generation worker: ``cpu_threads``, else one where other work shares the cores
+        (``shared_cpu``: the test suite), else the cores shared out over the workers. A decode step of a small model is
+        hundreds of small ops, and a team of two waits for its descheduled peer at each: the tiny DeepSeek-R1 here
+        (AMD EPYC, 2 cores, 2026-12-07), Server 460 queries at 8 QPS: 35.8 CPU-s and TPOT p99 8.3 ms with two
+        threads, 31.5 and 4.6 with one; Offline 60 samples: 769 and 1,226 tokens/s with two, 2,658 and 2,100 with one."""
+        from code.common.backends.base import shared_cpu
+
+        if not self.settings.cpu_threads and self.settings.system.accelerator != "gpu" and shared_cpu():
+            return 1
+        return super().intra_op_threads()
 
     def memory_plan(self):
         """Weights + KV cache per GPU for this block (code.common.llm.memory); None where nothing is sized: the
