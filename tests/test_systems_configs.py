@@ -178,10 +178,17 @@ def test_config_validation_time_grows_linearly(tmp_path, shape):
         finally:
             gc.enable()
 
-    seconds(500)                                       # warm: imports and caches
-    # CPU time of this thread, best of three, interleaved, without the garbage collector: the other test workers
-    # share the two cores, and one descheduling of a few hundred ms inside a single wall-clock timing read as 40x
-    # (CI, stop 38); best-of-three wall time still read 9x for the deep chain (0.110 s vs 0.012 s, stop 47).
-    runs = [(seconds(2500), seconds(10000)) for _ in range(3)]
+    # The objects alive now (a test worker's heap: torch, transformers, diffusers ... imported by earlier tests) are
+    # left out of the collections below: each full collection walked them all, 7 of them 8.7 s of a 9 s test in the
+    # suite (2.7 s with those libraries imported, 0.9 s alone)
+    gc.freeze()
+    try:
+        seconds(500)                                   # warm: imports and caches
+        # CPU time of this thread, best of three, interleaved, without the garbage collector: the other test workers
+        # share the two cores, and one descheduling of a few hundred ms inside a single wall-clock timing read as 40x
+        # (CI, stop 38); best-of-three wall time still read 9x for the deep chain (0.110 s vs 0.012 s, stop 47).
+        runs = [(seconds(2500), seconds(10000)) for _ in range(3)]
+    finally:
+        gc.unfreeze()
     small, large = min(r[0] for r in runs), min(r[1] for r in runs)
     assert large / small < 8, runs
